@@ -1,0 +1,1 @@
+"""One module per task family; each registers its Gymnasium ids through gym_sysmath."""

@@ -1,0 +1,1 @@
+"""gym-sysmath: Gymnasium text environments for machine-level reasoning with exact rewards."""

@@ -1,0 +1,168 @@
+"""What crosses the sandbox boundary: limits, jobs, execution results, and harness errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+#: How a job can end. ``ok`` means it exited 0; every other status is the job's own failure.
+EXECUTION_STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "memory_limit", "output_limit")
+LANGUAGES = ("python", "cpp", "rust")
+
+
+class SandboxError(RuntimeError):
+    """The harness failed (daemon unreachable, container died, protocol broken).
+
+    Never the job's fault: the environment turns it into a ``scoring_error`` verdict.
+    ``cause`` is a short machine-readable tag such as ``worker_died`` or ``daemon_unreachable``.
+    """
+
+    def __init__(self, cause: str, detail: str = ""):
+        super().__init__(f"{cause}: {detail}" if detail else cause)
+        self.cause = cause
+        self.detail = detail
+
+
+class SandboxUnavailableError(RuntimeError):
+    """The requested backend cannot be used at all here; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-job resource limits, enforced inside the sandbox with rlimits and a wall clock."""
+
+    wall_s: float = 10.0
+    cpu_s: float = 10.0
+    memory_bytes: int = 2 * 1024**3
+    processes: int = 64
+    file_bytes: int = 64 * 1024**2
+    open_files: int = 256
+    stdout_bytes: int = 1024**2
+    stderr_bytes: int = 256 * 1024
+
+    def to_wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+COMPILE_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_bytes=4 * 1024**3,
+                        stdout_bytes=64 * 1024, stderr_bytes=64 * 1024)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One program to run: its language, source files, stdin and limits.
+
+    ``files`` maps plain file names to contents; the entry file is ``main.py``, ``main.cpp``
+    or ``main.rs``. Compiled languages are compiled (under ``compile_limits``) then run.
+    """
+
+    language: str
+    files: dict[str, str]
+    stdin: str = ""
+    limits: Limits = field(default_factory=Limits)
+    compile_limits: Limits = COMPILE_LIMITS
+
+    def __post_init__(self) -> None:
+        if self.language not in LANGUAGES:
+            raise ValueError(f"unknown language {self.language!r}; expected one of {LANGUAGES}")
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "language": self.language,
+            "files": dict(self.files),
+            "stdin": self.stdin,
+            "limits": self.limits.to_wire(),
+            "compile_limits": self.compile_limits.to_wire(),
+        }
+
+    @property
+    def request_timeout_s(self) -> float:
+        """How long the host waits for the supervisor before declaring the worker dead."""
+        compile_s = self.compile_limits.wall_s if self.language != "python" else 0.0
+        return self.limits.wall_s + compile_s + 15.0
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """How one job (or one session turn) ended, as observed by the supervisor."""
+
+    status: str
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_memory_bytes: int = 0
+    compile: ExecutionResult | None = None
+    #: Session turns only: whether the fetched variable existed, and its decoded value.
+    defined: bool = False
+    value: Any = None
+    session_ended: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> ExecutionResult:
+        status = data.get("status")
+        if status not in EXECUTION_STATUSES:
+            raise SandboxError("protocol_error", f"unexpected job status {status!r}")
+        compiled = data.get("compile")
+        try:
+            return cls(
+                status=status,
+                stdout=str(data.get("stdout", "")),
+                stderr=str(data.get("stderr", "")),
+                exit_code=data.get("exit_code"),
+                signal=data.get("signal"),
+                stdout_truncated=bool(data.get("stdout_truncated")),
+                stderr_truncated=bool(data.get("stderr_truncated")),
+                wall_s=float(data.get("wall_s", 0.0)),
+                cpu_s=float(data.get("cpu_s", 0.0)),
+                peak_memory_bytes=int(data.get("peak_memory_bytes", 0)),
+                compile=cls.from_wire(compiled) if compiled else None,
+                defined=bool(data.get("defined")),
+                value=decode_value(data.get("value")),
+                session_ended=bool(data.get("session_ended")),
+            )
+        except (TypeError, ValueError) as exc:
+            raise SandboxError("protocol_error", f"malformed result: {exc}") from exc
+
+    def summary(self) -> str:
+        """One status line for observations: what happened, and how long it took."""
+        parts = [f"status: {self.status}"]
+        if self.exit_code not in (None, 0):
+            parts.append(f"exit code {self.exit_code}")
+        if self.signal is not None:
+            parts.append(f"signal {self.signal}")
+        if self.stdout_truncated or self.stderr_truncated:
+            parts.append("output truncated")
+        parts.append(f"{self.wall_s * 1000:.0f} ms")
+        return ", ".join(parts)
+
+
+class Unsupported:
+    """A session value that has no JSON form (a tuple, a dict, a numpy array...)."""
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<unsupported {self.type_name}>"
+
+
+def decode_value(wire: Any) -> Any:
+    """Inverse of the supervisor's session encoding: floats come back by bit pattern."""
+    if isinstance(wire, list):
+        return [decode_value(item) for item in wire]
+    if isinstance(wire, dict):
+        if set(wire) == {"f64"} and isinstance(wire["f64"], str) and len(wire["f64"]) == 16:
+            return struct.unpack(">d", bytes.fromhex(wire["f64"]))[0]
+        return Unsupported(str(wire.get("unsupported", "object")))
+    return wire

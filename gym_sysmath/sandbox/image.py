@@ -1,0 +1,248 @@
+"""The sandbox image: content hash, build (optionally from a debootstrap base), status, reaping.
+
+The image is tagged by package version and labelled with a hash of its build context (the
+Dockerfile and the supervisor), so an image built from other sources is detected as stale and
+is rebuilt instead of silently used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata, resources
+from typing import Any
+
+from gym_sysmath.sandbox.execution import SandboxUnavailableError
+from gym_sysmath.sandbox.workers import LABEL_OWNER, LABEL_SANDBOX
+
+IMAGE_REPOSITORY = "gym-sysmath-sandbox"
+BASE_IMAGE_REGISTRY = "debian:bookworm-slim"
+BASE_IMAGE_BOOTSTRAP = "gym-sysmath-base:bookworm"
+LABEL_CONTENT_HASH = "gym_sysmath.content_hash"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+HOW_TO_START_DOCKER = (
+    "Start the Docker daemon (for example `sudo dockerd &` or `sudo systemctl start docker`), "
+    "or point DOCKER_HOST at a reachable daemon. To run without Docker, pass "
+    "sandbox=\"process\" to gym.make (weaker isolation: host processes with rlimits)."
+)
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("gym-sysmath")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def image_tag() -> str:
+    return f"{IMAGE_REPOSITORY}:{package_version()}"
+
+
+def _context_files() -> dict[str, bytes]:
+    folder = resources.files("gym_sysmath.sandbox") / "image"
+    return {entry.name: entry.read_bytes() for entry in folder.iterdir()
+            if entry.is_file() and not entry.name.endswith(".pyc")}
+
+
+def content_hash() -> str:
+    digest = hashlib.sha256()
+    for name, data in sorted(_context_files().items()):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()[:16]
+
+
+def docker_client(timeout: int = 120) -> Any:
+    """A docker-py client for DOCKER_HOST (or the local socket), or a clear error."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except Exception as exc:
+        raise SandboxUnavailableError(
+            f"The Docker daemon is not reachable ({type(exc).__name__}: {str(exc)[:200]}). "
+            + HOW_TO_START_DOCKER
+        ) from exc
+    return client
+
+
+@dataclass(frozen=True)
+class ImageStatus:
+    tag: str
+    expected_hash: str
+    present: bool
+    actual_hash: str | None
+
+    @property
+    def current(self) -> bool:
+        return self.present and self.actual_hash == self.expected_hash
+
+    def describe(self) -> str:
+        if self.current:
+            return f"{self.tag}: current (content hash {self.expected_hash})"
+        if not self.present:
+            return f"{self.tag}: missing"
+        return f"{self.tag}: stale (built from {self.actual_hash}, sources are {self.expected_hash})"
+
+
+def image_status(client: Any) -> ImageStatus:
+    import docker
+
+    tag = image_tag()
+    try:
+        image = client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return ImageStatus(tag, content_hash(), False, None)
+    labels = image.attrs.get("Config", {}).get("Labels") or {}
+    return ImageStatus(tag, content_hash(), True, labels.get(LABEL_CONTENT_HASH))
+
+
+def require_current_image(client: Any) -> str:
+    status = image_status(client)
+    if not status.current:
+        raise SandboxUnavailableError(
+            f"The sandbox image is not usable: {status.describe()}. Build it with "
+            "`gym-sysmath sandbox build` (add `--bootstrap` on hosts that reach no container registry)."
+        )
+    return status.tag
+
+
+def host_mirror() -> str:
+    """The Debian mirror this host's apt uses, so the image fetches from the same place."""
+    for path in ("/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"):
+        try:
+            with open(path) as handle:
+                for line in handle:
+                    for word in line.split():
+                        if word.startswith("http") and word.rstrip("/").endswith("/debian"):
+                            return word.rstrip("/")
+        except OSError:
+            continue
+    return DEFAULT_MIRROR
+
+
+def bootstrap_base(client: Any, mirror: str, log: Callable[[str], None]) -> None:
+    """Build the base rootfs with debootstrap and `docker import` it (no registry needed)."""
+    if shutil.which("debootstrap") is None:
+        raise SandboxUnavailableError("debootstrap is not installed: `apt-get install -y debootstrap`.")
+    if os.geteuid() != 0:
+        raise SandboxUnavailableError("debootstrap needs root: run `sudo gym-sysmath sandbox build --bootstrap`.")
+    with tempfile.TemporaryDirectory(prefix="gym-sysmath-rootfs-") as workdir:
+        root = os.path.join(workdir, "root")
+        log(f"debootstrap --variant=minbase bookworm from {mirror} (about a minute)")
+        subprocess.run(["debootstrap", "--variant=minbase", "bookworm", root, mirror],
+                       check=True, stdout=subprocess.DEVNULL)
+        archive = os.path.join(workdir, "rootfs.tar")
+        subprocess.run(["tar", "-C", root, "-cf", archive, "."], check=True)
+        repository, tag = BASE_IMAGE_BOOTSTRAP.split(":")
+        log(f"docker import -> {BASE_IMAGE_BOOTSTRAP}")
+        client.api.import_image_from_file(archive, repository=repository, tag=tag)
+
+
+def build_image(client: Any, *, bootstrap: bool = False, force: bool = False,
+                mirror: str | None = None, log: Callable[[str], None] = print) -> ImageStatus:
+    """Build the sandbox image unless a current one exists; a stale one is rebuilt."""
+    import docker
+
+    status = image_status(client)
+    if status.current and not force:
+        log(status.describe())
+        return status
+    mirror = mirror or host_mirror()
+    base = BASE_IMAGE_REGISTRY
+    if bootstrap:
+        base = BASE_IMAGE_BOOTSTRAP
+        try:
+            client.images.get(base)
+            log(f"base image {base} present")
+        except docker.errors.ImageNotFound:
+            bootstrap_base(client, mirror, log)
+    with tempfile.TemporaryDirectory(prefix="gym-sysmath-context-") as context:
+        for name, data in _context_files().items():
+            with open(os.path.join(context, name), "wb") as handle:
+                handle.write(data)
+        log(f"docker build {status.tag} FROM {base}")
+        mirror_host = mirror.rsplit("/debian", 1)[0]
+        stream = client.api.build(path=context, tag=status.tag, rm=True, forcerm=True, decode=True,
+                                  buildargs={"BASE_IMAGE": base, "DEBIAN_MIRROR": mirror_host},
+                                  labels={LABEL_CONTENT_HASH: status.expected_hash})
+        for chunk in stream:
+            if "error" in chunk:
+                raise SandboxUnavailableError(f"docker build failed: {chunk['error'].strip()}")
+            text = chunk.get("stream", "").rstrip()
+            if text.startswith("Step ") or "rustc " in text:
+                log(text)
+    final = image_status(client)
+    if not final.current:
+        raise SandboxUnavailableError(f"build finished but the image is not current: {final.describe()}")
+    log(final.describe())
+    return final
+
+
+# --------------------------------------------------------------------------- containers
+
+def owner_label() -> str:
+    """host:pid:start-time of this process, so a reaper can tell a live owner from a dead one."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start_time(os.getpid())}"
+
+
+def _process_start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True  # another machine's container: not ours to judge
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return _process_start_time(pid) == start
+
+
+def our_containers(client: Any) -> list[Any]:
+    return client.containers.list(all=True, filters={"label": f"{LABEL_SANDBOX}=1"})
+
+
+def reap_orphans(client: Any) -> int:
+    """Remove sandbox containers whose owning process on this host is gone."""
+    removed = 0
+    for container in our_containers(client):
+        owner = container.labels.get(LABEL_OWNER, "")
+        if not _owner_alive(owner):
+            try:
+                container.remove(force=True)
+                removed += 1
+            except Exception:  # raced with another reaper
+                pass
+    return removed
+
+
+def prune(client: Any, *, everything: bool = False) -> int:
+    """Remove orphaned sandbox containers (all of ours with ``everything``)."""
+    if not everything:
+        return reap_orphans(client)
+    removed = 0
+    for container in our_containers(client):
+        try:
+            container.remove(force=True)
+            removed += 1
+        except Exception:
+            pass
+    return removed

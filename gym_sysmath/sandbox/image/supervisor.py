@@ -1,0 +1,845 @@
+"""In-sandbox supervisor: runs untrusted jobs and Python sessions on behalf of the host.
+
+Standard library only: it is copied into the sandbox image and also run as a plain host
+process by the opt-in process backend. The host speaks to it over its stdin/stdout with
+framed JSON messages (``<decimal length>\\n<utf-8 json>``); nothing else ever writes there,
+because the protocol descriptors are moved out of the way at start and every child closes
+them before running untrusted code.
+
+Per job: a fresh scratch dir, a fork, a new session (process group), an unprivileged uid,
+rlimits, output streamed against byte caps while the job runs, the whole group killed at
+the wall-clock limit, and everything left under the job's uid killed before the next job.
+Anything the job does is reported as a verdict; only the supervisor's own failures
+(a malformed request, an internal exception) are reported as errors, which the host
+treats as harness failures.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import fcntl
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import time
+import traceback
+
+PROTOCOL_VERSION = 1
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+DRAIN_GRACE_S = 0.05
+IS_ROOT = os.geteuid() == 0
+
+JOB_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+COMPILERS = {
+    "cpp": ("main.cpp", ["g++", "-std=c++20", "-O2", "-pipe", "-o", "prog", "main.cpp"]),
+    "rust": ("main.rs", ["rustc", "--edition", "2021", "-O", "-o", "prog", "main.rs"]),
+}
+
+MEMORY_ERROR_MARKERS = (b"MemoryError", b"std::bad_alloc", b"memory allocation of")
+
+
+# --------------------------------------------------------------------------- framing
+
+def read_frame(fd: int) -> dict | None:
+    """Read one framed JSON message; None on a clean EOF before a header."""
+    header = b""
+    while not header.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk:
+            if header:
+                raise EOFError("stream ended inside a frame header")
+            return None
+        header += chunk
+        if len(header) > 20:
+            raise ValueError("frame header too long")
+    size = int(header)
+    if size < 0 or size > MAX_FRAME_BYTES:
+        raise ValueError(f"frame size {size} out of range")
+    body = bytearray()
+    while len(body) < size:
+        chunk = os.read(fd, min(size - len(body), 1 << 20))
+        if not chunk:
+            raise EOFError("stream ended inside a frame body")
+        body += chunk
+    return json.loads(body.decode("utf-8"))
+
+
+def write_frame(fd: int, message: dict) -> None:
+    body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    data = b"%d\n" % len(body) + body
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+# --------------------------------------------------------------------------- limits
+
+def _limits(spec: dict) -> dict:
+    base = {
+        "wall_s": 10.0,
+        "cpu_s": 10.0,
+        "memory_bytes": 2 * 1024**3,
+        "processes": 64,
+        "file_bytes": 64 * 1024**2,
+        "open_files": 256,
+        "stdout_bytes": 1024**2,
+        "stderr_bytes": 256 * 1024,
+    }
+    base.update({k: v for k, v in (spec or {}).items() if v is not None})
+    return base
+
+
+def _apply_rlimits(limits: dict) -> None:
+    cpu = max(1, int(limits["cpu_s"] + 0.999))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if IS_ROOT:
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
+
+
+def _drop_privileges(uid: int) -> None:
+    if IS_ROOT:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+
+def _make_oom_preferred() -> None:
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
+
+
+# --------------------------------------------------------------------------- child side
+
+def _enter_sandbox(uid: int, workdir: str, limits: dict, stdio: tuple[int, int, int],
+                   keep: tuple[int, ...] = ()) -> list[int]:
+    """In a freshly forked child: own session, stdio pipes, no other inherited fds, an
+    unprivileged uid, rlimits, and the scratch dir as cwd, HOME and TMPDIR.
+
+    Returns the new numbers of the ``keep`` descriptors (moved to 1000 and up).
+    """
+    os.setsid()
+    for target, fd in enumerate(stdio):
+        os.dup2(fd, target)
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1000) for fd in keep]
+    os.closerange(3, 1000)
+    os.closerange(1000 + len(moved), 65536)
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    _make_oom_preferred()
+    _drop_privileges(uid)
+    os.chdir(workdir)
+    _apply_rlimits(limits)
+    os.environ.clear()
+    os.environ.update(JOB_ENV)
+    os.environ["HOME"] = workdir
+    os.environ["TMPDIR"] = workdir
+    return moved
+
+
+def _write_files(files: dict) -> None:
+    for name, content in files.items():
+        if "/" in name or name in ("", ".", ".."):
+            raise ValueError(f"bad file name {name!r}")
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+
+
+def _reopen_std_streams() -> None:
+    sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+
+
+def _exit_code_of(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _run_python_in_child(source: str, filename: str, argv: list[str]) -> int:
+    """Execute Python source in this already-warm interpreter (the fork fast path)."""
+    _reopen_std_streams()
+    sys.argv = [filename, *argv]
+    sys.path[:] = [os.getcwd(), *[p for p in sys.path if p and p.startswith("/usr")]]
+    namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": builtins}
+    code = 0
+    try:
+        exec(compile(source, filename, "exec"), namespace)
+    except SystemExit as exc:
+        code = _exit_code_of(exc)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            code = code or 1
+    return code
+
+
+# --------------------------------------------------------------------------- parent side
+
+class StageRunner:
+    """Forks one stage (a command or Python source), feeds stdin, streams output against caps."""
+
+    def __init__(self, uid: int, workdir: str, limits: dict):
+        self.uid = uid
+        self.workdir = workdir
+        self.limits = limits
+
+    def run(self, *, argv: list[str] | None = None, python: str | None = None,
+            files: dict | None = None, stdin: bytes = b"") -> dict:
+        if not os.path.isdir(self.workdir):
+            _prepare_workdir(self.uid, self.workdir)
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # child
+            code = 1
+            try:
+                _enter_sandbox(self.uid, self.workdir, self.limits, (in_r, out_w, err_w))
+                if files:
+                    _write_files(files)
+                if python is not None:
+                    code = _run_python_in_child(python, "main.py", [])
+                else:
+                    os.execvpe(argv[0], argv, os.environ)
+            except BaseException as exc:  # setup or exec failure: report on the job's stderr
+                try:
+                    os.write(2, f"sandbox: cannot start job: {exc}\n".encode())
+                except OSError:
+                    pass
+                code = 127
+            os._exit(code)
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+        return self._supervise(pid, started, in_w, out_r, err_r, stdin)
+
+    def _supervise(self, pid: int, started: float, in_w: int, out_r: int, err_r: int,
+                   stdin: bytes) -> dict:
+        limits = self.limits
+        deadline = started + limits["wall_s"]
+        caps = {out_r: limits["stdout_bytes"], err_r: limits["stderr_bytes"]}
+        buffers = {out_r: bytearray(), err_r: bytearray()}
+        truncated = {out_r: False, err_r: False}
+        pending_stdin = memoryview(stdin)
+        poller = select.poll()
+        for fd in (out_r, err_r):
+            os.set_blocking(fd, False)
+            poller.register(fd, select.POLLIN)
+        if pending_stdin:
+            os.set_blocking(in_w, False)
+            poller.register(in_w, select.POLLOUT)
+        else:
+            os.close(in_w)
+            in_w = -1
+        try:
+            pidfd = os.pidfd_open(pid)
+            poller.register(pidfd, select.POLLIN)
+        except (AttributeError, OSError):
+            pidfd = -1
+        killed_for = None
+        status = None
+        open_outputs = {out_r, err_r}
+        exit_seen_at = None
+        while True:
+            now = time.monotonic()
+            if status is None:
+                waited, raw, usage = os.wait4(pid, os.WNOHANG)
+                if waited:
+                    status = (raw, usage)
+                    exit_seen_at = now
+            if status is not None and (not open_outputs or now - exit_seen_at > DRAIN_GRACE_S):
+                break
+            if status is None and now >= deadline:
+                killed_for = "timeout"
+                _kill_group(pid)
+                continue
+            wake_at = deadline if status is None else exit_seen_at + DRAIN_GRACE_S
+            timeout_ms = max(0, int((wake_at - now) * 1000)) + 1
+            if pidfd < 0 and status is None:
+                timeout_ms = min(timeout_ms, 5)
+            for fd, _event in poller.poll(timeout_ms):
+                if fd == pidfd:
+                    poller.unregister(pidfd)
+                    os.close(pidfd)
+                    pidfd = -1
+                elif fd == in_w:
+                    try:
+                        written = os.write(in_w, pending_stdin[: 1 << 16])
+                        pending_stdin = pending_stdin[written:]
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:  # the job closed its stdin: fine
+                        pending_stdin = pending_stdin[:0]
+                    if not pending_stdin:
+                        poller.unregister(in_w)
+                        os.close(in_w)
+                        in_w = -1
+                elif fd in buffers:
+                    try:
+                        chunk = os.read(fd, 1 << 16)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    if not chunk:
+                        poller.unregister(fd)
+                        open_outputs.discard(fd)
+                        continue
+                    room = caps[fd] - len(buffers[fd])
+                    buffers[fd] += chunk[: max(room, 0)]
+                    if len(chunk) > room:
+                        truncated[fd] = True
+                        if killed_for is None and status is None:
+                            killed_for = "output_limit"
+                            _kill_group(pid)
+        if status is None:
+            _, raw, usage = os.wait4(pid, 0)
+            status = (raw, usage)
+        _kill_group(pid)
+        for fd in (in_w, out_r, err_r, pidfd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        raw, usage = status
+        wall = time.monotonic() - started
+        cpu = usage.ru_utime + usage.ru_stime
+        result = {
+            "exit_code": os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else None,
+            "signal": os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else None,
+            "stdout": buffers[out_r].decode("utf-8", "backslashreplace"),
+            "stderr": buffers[err_r].decode("utf-8", "backslashreplace"),
+            "stdout_truncated": truncated[out_r],
+            "stderr_truncated": truncated[err_r],
+            "wall_s": round(wall, 6),
+            "cpu_s": round(cpu, 6),
+            "peak_memory_bytes": usage.ru_maxrss * 1024,
+        }
+        result["status"] = classify(result, killed_for, self.limits, bytes(buffers[err_r]))
+        return result
+
+
+def classify(result: dict, killed_for: str | None, limits: dict, stderr: bytes) -> str:
+    """Turn how a job ended into a verdict; everything here is the job's own doing."""
+    if killed_for:
+        return killed_for
+    sig = result["signal"]
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and result["cpu_s"] >= limits["cpu_s"] - 0.05):
+        return "timeout"
+    if sig == signal.SIGXFSZ:
+        return "output_limit"
+    if result["exit_code"] == 0 and sig is None:
+        return "ok"
+    if any(marker in stderr for marker in MEMORY_ERROR_MARKERS):
+        return "memory_limit"
+    if sig == signal.SIGKILL:  # not ours and not the CPU limit: the kernel's OOM killer
+        return "memory_limit"
+    return "runtime_error"
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _prepare_workdir(uid: int, workdir: str) -> None:
+    """A fresh private dir owned by the job's uid (the scratch root itself is root's)."""
+    os.mkdir(workdir, 0o700)
+    if IS_ROOT:
+        os.chown(workdir, uid, uid)
+
+
+def _as_uid(uid: int, action) -> None:
+    """Run ``action`` in a child holding only ``uid``'s rights, and wait for it."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            _drop_privileges(uid)
+            action()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.waitpid(pid, 0)
+
+
+def _purge_uid(uid: int, workdir: str | None) -> None:
+    """Kill every process left under ``uid`` (kill(-1) as that uid) and remove its scratch dir."""
+    def action() -> None:
+        if IS_ROOT:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if workdir:
+            for root, dirs, _ in os.walk(workdir):
+                for name in dirs:  # a job may have made its own dirs unwritable
+                    try:
+                        os.chmod(os.path.join(root, name), 0o700)
+                    except OSError:
+                        pass
+            shutil.rmtree(workdir, ignore_errors=True)
+    _as_uid(uid, action)
+    if workdir and os.path.isdir(workdir):
+        try:
+            os.rmdir(workdir)
+        except OSError as exc:  # not empty or already gone: say so in the container log
+            print(f"supervisor: cannot remove {workdir}: {exc}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- sessions
+
+FLOAT_TAG = "f64"
+
+
+def _encode_value(value, depth: int = 0):
+    """Wire form of a session variable: JSON natives, floats by bit pattern, others tagged."""
+    if depth > 32:
+        return {"unsupported": "nesting too deep"}
+    if value is None or isinstance(value, (bool, str)) or type(value) is int:
+        return value
+    if type(value) is float:
+        return {FLOAT_TAG: struct.pack(">d", value).hex()}
+    if type(value) is list:
+        return [_encode_value(item, depth + 1) for item in value]
+    return {"unsupported": type(value).__name__}
+
+
+def _session_worker(ctrl_fd: int, status_fd: int) -> None:
+    """Long-lived REPL loop in the session child: globals survive across turns."""
+    _reopen_std_streams()
+    sys.argv = ["session"]
+    sys.path[:] = [os.getcwd(), *[p for p in sys.path if p and p.startswith("/usr")]]
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    turn = 0
+    while True:
+        request = read_frame(ctrl_fd)
+        if request is None:
+            os._exit(0)
+        turn += 1
+        ok = True
+        try:
+            exec(compile(request["code"], f"<turn {turn}>", "exec"), namespace)
+        except SystemExit:
+            pass
+        except BaseException:
+            traceback.print_exc()
+            ok = False
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        reply: dict = {"ok": ok}
+        fetch = request.get("fetch")
+        if fetch:
+            reply["defined"] = fetch in namespace
+            try:
+                reply["value"] = _encode_value(namespace.get(fetch))
+            except BaseException as exc:
+                reply["value"] = {"unsupported": f"unreadable: {type(exc).__name__}"}
+        write_frame(status_fd, reply)
+
+
+class Session:
+    """A Python process under its own uid whose globals persist between turns."""
+
+    def __init__(self, uid: int, workdir: str, limits: dict):
+        self.uid = uid
+        self.workdir = workdir
+        self.limits = limits
+        self.ended: str | None = None
+        _prepare_workdir(uid, workdir)
+        ctrl_r, self.ctrl_w = os.pipe()
+        self.status_r, status_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.err_r, err_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                null = os.open(os.devnull, os.O_RDONLY)
+                ctrl, status = _enter_sandbox(uid, workdir, limits, (null, out_w, err_w),
+                                              keep=(ctrl_r, status_w))
+                _session_worker(ctrl, status)
+            except BaseException:
+                pass
+            os._exit(1)
+        for fd in (ctrl_r, status_w, out_w, err_w):
+            os.close(fd)
+        for fd in (self.out_r, self.err_r, self.status_r):
+            os.set_blocking(fd, False)
+
+    def run(self, code: str, fetch: str | None, turn_limits: dict) -> dict:
+        if self.ended:
+            return {"status": "session_ended", "detail": self.ended}
+        self._discard_pending_output()
+        started = time.monotonic()
+        deadline = started + turn_limits["wall_s"]
+        try:
+            write_frame(self.ctrl_w, {"code": code, "fetch": fetch})
+        except OSError:
+            return self._end("the session process is gone", started)
+        caps = {self.out_r: turn_limits["stdout_bytes"], self.err_r: turn_limits["stderr_bytes"]}
+        buffers = {self.out_r: bytearray(), self.err_r: bytearray()}
+        truncated = {self.out_r: False, self.err_r: False}
+        status_buf = bytearray()
+        reply = None
+        killed_for = None
+        poller = select.poll()
+        for fd in (self.out_r, self.err_r, self.status_r):
+            poller.register(fd, select.POLLIN)
+        while reply is None and killed_for is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                killed_for = "timeout"
+                break
+            for fd, _event in poller.poll(int(remaining * 1000) + 1):
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                if not chunk:
+                    poller.unregister(fd)
+                    if fd == self.status_r:
+                        killed_for = "runtime_error"  # the session process died
+                    continue
+                if fd == self.status_r:
+                    status_buf += chunk
+                    reply, status_buf = _try_parse_frame(status_buf)
+                    continue
+                room = caps[fd] - len(buffers[fd])
+                buffers[fd] += chunk[: max(room, 0)]
+                if len(chunk) > room:
+                    truncated[fd] = True
+                    killed_for = "output_limit"
+                    break
+        if reply is not None:
+            self._drain_into(buffers, caps, truncated)
+        result = {
+            "exit_code": None,
+            "signal": None,
+            "stdout": buffers[self.out_r].decode("utf-8", "backslashreplace"),
+            "stderr": buffers[self.err_r].decode("utf-8", "backslashreplace"),
+            "stdout_truncated": truncated[self.out_r],
+            "stderr_truncated": truncated[self.err_r],
+            "wall_s": round(time.monotonic() - started, 6),
+            "cpu_s": _cpu_of(self.pid),
+            "peak_memory_bytes": _peak_memory_of(self.pid),
+        }
+        if reply is None or killed_for:
+            stderr = bytes(buffers[self.err_r])
+            if killed_for == "runtime_error":
+                raw = self._reap()
+                result["exit_code"] = os.WEXITSTATUS(raw) if raw is not None and os.WIFEXITED(raw) else None
+                result["signal"] = os.WTERMSIG(raw) if raw is not None and os.WIFSIGNALED(raw) else None
+                killed_for = None
+            verdict = classify(result, killed_for, self.limits, stderr) if killed_for is None else killed_for
+            if verdict == "ok":
+                verdict = "runtime_error"
+            result["status"] = verdict
+            self._terminate(f"the session ended with {verdict}")
+            result["session_ended"] = True
+            return result
+        if not isinstance(reply, dict) or "ok" not in reply:
+            result["status"] = "runtime_error"
+            result["stderr"] += "\nsandbox: the session broke its reply protocol\n"
+            self._terminate("protocol violated by the session")
+            result["session_ended"] = True
+            return result
+        result["status"] = "ok" if reply["ok"] else "runtime_error"
+        result["exit_code"] = 0 if reply["ok"] else 1
+        if fetch:
+            result["defined"] = bool(reply.get("defined"))
+            result["value"] = reply.get("value")
+        return result
+
+    def _discard_pending_output(self) -> None:
+        for fd in (self.out_r, self.err_r):
+            try:
+                while os.read(fd, 1 << 16):
+                    pass
+            except (BlockingIOError, InterruptedError, OSError):
+                pass
+
+    def _drain_into(self, buffers: dict, caps: dict, truncated: dict) -> None:
+        for fd in (self.out_r, self.err_r):
+            try:
+                while True:
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        break
+                    room = caps[fd] - len(buffers[fd])
+                    buffers[fd] += chunk[: max(room, 0)]
+                    truncated[fd] = truncated[fd] or len(chunk) > room
+            except (BlockingIOError, InterruptedError):
+                pass
+
+    def _end(self, why: str, started: float) -> dict:
+        self._terminate(why)
+        return {"status": "session_ended", "detail": why}
+
+    def _reap(self):
+        try:
+            _, raw = os.waitpid(self.pid, 0)
+            return raw
+        except ChildProcessError:
+            return None
+
+    def _terminate(self, why: str) -> None:
+        if self.ended:
+            return
+        self.ended = why
+        _kill_group(self.pid)
+        self._reap()
+        for fd in (self.ctrl_w, self.status_r, self.out_r, self.err_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        _purge_uid(self.uid, self.workdir)
+
+    def close(self) -> None:
+        self._terminate("closed")
+
+
+def _try_parse_frame(buffer: bytearray):
+    newline = buffer.find(b"\n")
+    if newline < 0:
+        if len(buffer) > 20:
+            return {"protocol": "bad header"}, bytearray()
+        return None, buffer
+    try:
+        size = int(buffer[:newline])
+    except ValueError:
+        return {"protocol": "bad header"}, bytearray()
+    if size < 0 or size > MAX_FRAME_BYTES:
+        return {"protocol": "bad size"}, bytearray()
+    end = newline + 1 + size
+    if len(buffer) < end:
+        return None, buffer
+    try:
+        return json.loads(bytes(buffer[newline + 1:end])), buffer[end:]
+    except ValueError:
+        return {"protocol": "bad json"}, bytearray()
+
+
+def _proc_stat_fields(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _cpu_of(pid: int) -> float:
+    fields = _proc_stat_fields(pid)
+    if not fields:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def _peak_memory_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+# --------------------------------------------------------------------------- the service
+
+class Supervisor:
+    """Serves requests one at a time; a container runs one of these under its init."""
+
+    MAX_SESSIONS = 8
+
+    def __init__(self, scratch: str, uid_base: int):
+        self.scratch = scratch
+        self.uid_base = uid_base
+        self.sessions: dict[str, Session] = {}
+        self.jobs_run = 0
+
+    def _fresh_name(self, kind: str) -> str:
+        return f"{kind}-{os.urandom(8).hex()}"
+
+    def handle(self, request: dict) -> dict:
+        op = request.get("op")
+        if op == "ping":
+            return {"ok": True, "protocol": PROTOCOL_VERSION, "pid": os.getpid(), "root": IS_ROOT}
+        if op == "run":
+            return {"ok": True, "result": self.run_job(request["job"])}
+        if op == "session_open":
+            return self.session_open(request.get("limits") or {})
+        if op == "session_run":
+            session = self.sessions.get(request["session"])
+            if session is None:
+                return {"ok": True, "result": {"status": "session_ended", "detail": "unknown session"}}
+            result = session.run(request["code"], request.get("fetch"), _limits(request.get("limits")))
+            if session.ended:
+                self.sessions.pop(request["session"], None)
+            return {"ok": True, "result": result}
+        if op == "session_close":
+            session = self.sessions.pop(request["session"], None)
+            if session:
+                session.close()
+            return {"ok": True}
+        if op == "fork_floor":
+            return {"ok": True, "result": self.fork_floor(request["code"])}
+        return {"ok": False, "error": f"unknown op {op!r}"}
+
+    def run_job(self, job: dict) -> dict:
+        self.jobs_run += 1
+        uid = self.uid_base
+        workdir = os.path.join(self.scratch, self._fresh_name("job"))
+        language = job["language"]
+        files = dict(job.get("files") or {})
+        stdin = (job.get("stdin") or "").encode("utf-8")
+        limits = _limits(job.get("limits"))
+        try:
+            if language == "python":
+                main = job.get("main", "main.py")
+                source = files.pop(main)
+                runner = StageRunner(uid, workdir, limits)
+                return runner.run(python=source, files=files, stdin=stdin)
+            if language in COMPILERS:
+                _, compile_argv = COMPILERS[language]
+                compile_limits = _limits(job.get("compile_limits") or {"wall_s": 60, "cpu_s": 60,
+                                                                     "memory_bytes": 4 * 1024**3,
+                                                                     "stdout_bytes": 64 * 1024,
+                                                                     "stderr_bytes": 64 * 1024})
+                compiled = StageRunner(uid, workdir, compile_limits).run(argv=compile_argv, files=files)
+                if compiled["status"] != "ok":
+                    failed = dict(compiled)
+                    if compiled["status"] in ("runtime_error",):
+                        failed["status"] = "compile_error"
+                    failed["compile"] = compiled
+                    return failed
+                runner = StageRunner(uid, workdir, limits)
+                result = runner.run(argv=["./prog", *job.get("argv", [])], stdin=stdin)
+                result["compile"] = compiled
+                return result
+            if language == "exec":
+                return StageRunner(uid, workdir, limits).run(argv=job["argv"], files=files, stdin=stdin)
+            raise ValueError(f"unknown language {language!r}")
+        finally:
+            _purge_uid(uid, workdir)
+
+    def session_open(self, limits: dict) -> dict:
+        if len(self.sessions) >= self.MAX_SESSIONS:
+            oldest = next(iter(self.sessions))
+            self.sessions.pop(oldest).close()
+        used = {session.uid for session in self.sessions.values()}
+        uid = next(self.uid_base + 1 + slot for slot in range(self.MAX_SESSIONS)
+                   if self.uid_base + 1 + slot not in used)
+        name = self._fresh_name("session")
+        session_limits = _limits({"cpu_s": 600, "wall_s": 600, **limits})
+        self.sessions[name] = Session(uid, os.path.join(self.scratch, name), session_limits)
+        return {"ok": True, "session": name}
+
+    def fork_floor(self, source: str) -> dict:
+        """The bare floor for the benchmark: fork, exec(code) in the child, wait. No isolation."""
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            try:
+                exec(compile(source, "floor.py", "exec"), {"__name__": "__main__"})
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        return {"wall_s": time.monotonic() - started}
+
+
+def serve(in_fd: int, out_fd: int, supervisor: Supervisor) -> None:
+    while True:
+        try:
+            request = read_frame(in_fd)
+        except (ValueError, EOFError) as exc:
+            write_frame(out_fd, {"ok": False, "error": f"bad frame: {exc}"})
+            return
+        if request is None or request.get("op") == "shutdown":
+            return
+        try:
+            reply = supervisor.handle(request)
+        except Exception as exc:  # the supervisor's own fault: a harness error for the host
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                     "trace": traceback.format_exc(limit=5)}
+        reply["id"] = request.get("id")
+        write_frame(out_fd, reply)
+
+
+def main(argv: list[str]) -> int:
+    scratch = "/scratch"
+    uid_base = 20000
+    args = list(argv)
+    while args:
+        flag = args.pop(0)
+        if flag == "--scratch":
+            scratch = args.pop(0)
+        elif flag == "--uid-base":
+            uid_base = int(args.pop(0))
+        else:
+            print(f"supervisor: unknown argument {flag}", file=sys.stderr)
+            return 2
+    # Move the protocol stream off fds 0/1 so that nothing but frames can reach the host.
+    in_fd = os.dup(0)
+    out_fd = os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    os.set_inheritable(in_fd, False)
+    os.set_inheritable(out_fd, False)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.makedirs(scratch, exist_ok=True)
+    supervisor = Supervisor(scratch, uid_base)
+    try:
+        serve(in_fd, out_fd, supervisor)
+    except OSError as exc:
+        if exc.errno not in (errno.EPIPE, errno.EBADF):
+            raise
+    finally:
+        for session in list(supervisor.sessions.values()):
+            session.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,273 @@
+"""The sandbox facade: a warm pool of workers, jobs with one retry, and Python sessions.
+
+Envs in one process share a pool (``shared_sandbox``), so a vector of envs keeps one set of
+warm containers. A harness failure is retried once on a fresh worker; if it persists the
+``SandboxError`` reaches the env, which reports a ``scoring_error``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from gym_sysmath.sandbox.execution import (
+    ExecutionResult,
+    Job,
+    Limits,
+    SandboxError,
+    SandboxUnavailableError,
+)
+from gym_sysmath.sandbox.workers import ContainerSettings, DockerWorker, ProcessWorker, Worker
+
+BACKENDS = ("docker", "process")
+SESSION_LIMITS = Limits(wall_s=20.0, cpu_s=20.0)
+
+
+def default_pool_size() -> int:
+    return max(2, os.cpu_count() or 1)
+
+
+class Sandbox:
+    """Runs jobs and sessions on a lazily grown pool of warm workers."""
+
+    def __init__(self, backend: str = "docker", pool_size: int | None = None,
+                 settings: ContainerSettings | None = None):
+        if backend not in BACKENDS:
+            raise SandboxUnavailableError(f"unknown sandbox backend {backend!r}; choose one of {BACKENDS}")
+        self.backend = backend
+        self.pool_size = pool_size or default_pool_size()
+        self.settings = settings or ContainerSettings()
+        self._idle: list[Worker] = []
+        self._busy: set[Worker] = set()
+        self._starting = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._factory = self._make_factory()
+        self._finalizer = weakref.finalize(self, _destroy_all, self._idle, self._busy)
+
+    def _make_factory(self) -> Callable[[], Worker]:
+        if self.backend == "process":
+            return ProcessWorker
+        from gym_sysmath.sandbox import image
+
+        client = image.docker_client()
+        tag = image.require_current_image(client)
+        image.reap_orphans(client)
+        owner = image.owner_label()
+        return lambda: DockerWorker(client, tag, self.settings, owner)
+
+    # ------------------------------------------------------------------ pool
+
+    def _acquire(self, pinned: Worker | None = None) -> Worker:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise SandboxError("sandbox_closed", "the sandbox was closed")
+                if pinned is not None:
+                    if pinned.broken:
+                        raise SandboxError("worker_died", f"{pinned.name} is gone")
+                    if pinned in self._idle:
+                        self._idle.remove(pinned)
+                        self._busy.add(pinned)
+                        return pinned
+                elif self._idle:
+                    worker = self._idle.pop()
+                    self._busy.add(worker)
+                    return worker
+                elif len(self._busy) + self._starting < self.pool_size:
+                    self._starting += 1
+                    break
+                self._cond.wait()
+        try:
+            worker = self._factory()
+        finally:
+            with self._cond:
+                self._starting -= 1
+                self._cond.notify_all()
+        with self._cond:
+            self._busy.add(worker)
+        return worker
+
+    def _release(self, worker: Worker) -> None:
+        with self._cond:
+            self._busy.discard(worker)
+            if worker.broken or self._closed:
+                worker.destroy()
+            else:
+                self._idle.append(worker)
+            self._cond.notify_all()
+
+    def warm_up(self, workers: int = 1) -> None:
+        """Start workers ahead of the first job (the benchmark and eval runs use it)."""
+        started = [self._acquire() for _ in range(min(workers, self.pool_size))]
+        for worker in started:
+            self._release(worker)
+
+    def _request(self, message: dict[str, Any], timeout_s: float, pinned: Worker | None = None
+                 ) -> tuple[Worker, dict[str, Any]]:
+        worker = self._acquire(pinned)
+        try:
+            return worker, worker.request(message, timeout_s)
+        finally:
+            self._release(worker)
+
+    # ------------------------------------------------------------------ jobs
+
+    def run(self, job: Job) -> ExecutionResult:
+        """Run one job; retried once on a fresh worker if the harness fails."""
+        message = {"op": "run", "job": job.to_wire()}
+        try:
+            _, reply = self._request(message, job.request_timeout_s)
+        except SandboxError as first:
+            if first.cause == "sandbox_closed":
+                raise
+            try:
+                _, reply = self._request(message, job.request_timeout_s)
+            except SandboxError as second:
+                raise SandboxError(second.cause, f"{second.detail} (after a retry; first: {first})") from second
+        return ExecutionResult.from_wire(reply.get("result") or {})
+
+    def fork_floor(self, code: str) -> float:
+        """Benchmark primitive: bare fork + exec(code) + wait inside a worker, in seconds."""
+        _, reply = self._request({"op": "fork_floor", "code": code}, 30.0)
+        return float(reply["result"]["wall_s"])
+
+    def open_session(self, limits: Limits = SESSION_LIMITS) -> PythonSession:
+        return PythonSession(self, limits)
+
+    # ------------------------------------------------------------------ lifetime
+
+    def workers(self) -> list[Worker]:
+        with self._cond:
+            return [*self._idle, *self._busy]
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._cond.notify_all()
+        for worker in idle:
+            worker.destroy()
+        # busy workers are destroyed by _release when their request returns
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _destroy_all(idle: list[Worker], busy: set[Worker]) -> None:
+    for worker in [*idle, *busy]:
+        worker.destroy()
+
+
+class PythonSession:
+    """A REPL-like Python process in one worker; globals survive across turns.
+
+    If the worker dies (a harness failure) the session is rebuilt once on a fresh worker by
+    replaying the turns that completed, then the turn is retried. If the agent's own code
+    ends the session (time-out, output flood), the next turn starts a fresh one:
+    ``restarts`` counts those, and the env tells the agent its state is gone.
+    """
+
+    def __init__(self, sandbox: Sandbox, limits: Limits):
+        self.sandbox = sandbox
+        self.limits = limits
+        self.history: list[str] = []
+        self.restarts = 0
+        self._worker: Worker | None = None
+        self._name: str | None = None
+
+    def _open(self) -> None:
+        worker, reply = self.sandbox._request(
+            {"op": "session_open", "limits": {"cpu_s": 600, "wall_s": 600,
+                                              "memory_bytes": self.limits.memory_bytes}}, 30.0)
+        self._worker, self._name = worker, reply["session"]
+
+    def _turn(self, code: str, fetch: str | None) -> ExecutionResult:
+        if self._worker is None:
+            self._open()
+        _, reply = self.sandbox._request(
+            {"op": "session_run", "session": self._name, "code": code, "fetch": fetch,
+             "limits": self.limits.to_wire()},
+            self.limits.wall_s + 15.0, pinned=self._worker)
+        raw = reply.get("result") or {}
+        if raw.get("status") == "session_ended":
+            raise SandboxError("session_lost", str(raw.get("detail", "the session is gone")))
+        return ExecutionResult.from_wire(raw)
+
+    def _rebuild(self) -> None:
+        self._worker = self._name = None
+        for past in self.history:
+            self._turn(past, None)
+
+    def run(self, code: str, fetch: str | None = None) -> ExecutionResult:
+        """Execute one turn; ``fetch`` names a global whose value comes back in ``.value``."""
+        try:
+            result = self._turn(code, fetch)
+        except SandboxError as first:
+            if first.cause == "sandbox_closed":
+                raise
+            try:
+                self._rebuild()
+                result = self._turn(code, fetch)
+            except SandboxError as second:
+                raise SandboxError(second.cause, f"{second.detail} (after a retry; first: {first})") from second
+        if result.session_ended:
+            self._worker = self._name = None
+            self.history = []
+            self.restarts += 1
+        elif code:
+            self.history.append(code)
+        return result
+
+    def close(self) -> None:
+        worker, name = self._worker, self._name
+        self._worker = self._name = None
+        self.history = []
+        if worker is not None and not worker.broken and not self.sandbox.closed:
+            try:
+                self.sandbox._request({"op": "session_close", "session": name}, 30.0, pinned=worker)
+            except SandboxError:
+                pass
+
+
+# --------------------------------------------------------------------------- sharing
+
+_shared: dict[tuple[str, int | None], tuple[Sandbox, int]] = {}
+_shared_lock = threading.Lock()
+
+
+def acquire_shared(backend: str = "docker", pool_size: int | None = None) -> Sandbox:
+    """The process-wide sandbox for this backend; pair every call with ``release_shared``."""
+    key = (backend, pool_size)
+    with _shared_lock:
+        sandbox, count = _shared.get(key, (None, 0))
+        if sandbox is None or sandbox.closed:
+            sandbox, count = Sandbox(backend, pool_size), 0
+        _shared[key] = (sandbox, count + 1)
+        return sandbox
+
+
+def release_shared(sandbox: Sandbox) -> None:
+    with _shared_lock:
+        for key, (shared, count) in list(_shared.items()):
+            if shared is sandbox:
+                if count <= 1:
+                    del _shared[key]
+                    sandbox.close()
+                else:
+                    _shared[key] = (shared, count - 1)
+                return
+    sandbox.close()
+
+
+@atexit.register
+def _close_shared() -> None:
+    with _shared_lock:
+        for sandbox, _ in _shared.values():
+            sandbox.close()
+        _shared.clear()

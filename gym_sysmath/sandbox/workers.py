@@ -1,0 +1,199 @@
+"""Workers: one running supervisor each, in a hardened container or (opt-in) a host process.
+
+A worker answers one request at a time. Any failure to reach or understand its supervisor
+raises ``SandboxError`` and marks the worker broken, so the pool replaces it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from gym_sysmath.sandbox.channel import DockerStreamSource, FdSource, FrameReader, encode_frame
+from gym_sysmath.sandbox.execution import SandboxError
+
+LABEL_SANDBOX = "gym_sysmath.sandbox"
+LABEL_OWNER = "gym_sysmath.owner"
+
+
+def supervisor_path() -> str:
+    return str(resources.files("gym_sysmath.sandbox") / "image" / "supervisor.py")
+
+
+def _fresh_uid_base() -> int:
+    """Distinct unprivileged uids per worker: RLIMIT_NPROC counts per uid across the host."""
+    return 20000 + 16 * secrets.randbelow(2500)
+
+
+class Worker(ABC):
+    """A supervisor reachable through a framed channel."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self) -> None:
+        self.broken = False
+        self.name = "worker"
+
+    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one request and wait for its reply; a harness failure raises SandboxError."""
+        if self.broken:
+            raise SandboxError("worker_died", f"{self.name} is no longer usable")
+        request_id = next(self._ids)
+        try:
+            self._send(encode_frame({**message, "id": request_id}))
+            reply = self._reader.read(time.monotonic() + timeout_s)
+        except SandboxError:
+            self.broken = True
+            raise
+        except OSError as exc:
+            self.broken = True
+            raise SandboxError("worker_died", f"{self.name}: {exc}") from exc
+        if reply.get("id") != request_id:
+            self.broken = True
+            raise SandboxError("protocol_error", f"{self.name} answered request {reply.get('id')!r}, "
+                                                 f"expected {request_id}")
+        if not reply.get("ok"):
+            self.broken = True
+            raise SandboxError("supervisor_error", str(reply.get("error", "unknown error"))[:500])
+        return reply
+
+    def ping(self, timeout_s: float = 30.0) -> None:
+        self.request({"op": "ping"}, timeout_s)
+
+    @abstractmethod
+    def _send(self, data: bytes) -> None: ...
+
+    @abstractmethod
+    def destroy(self) -> None: ...
+
+    _reader: FrameReader
+
+
+@dataclass(frozen=True)
+class ContainerSettings:
+    """Hardening and sizing of each pool container (see the sandbox threat model)."""
+
+    memory_bytes: int = 3 * 1024**3
+    cpus: float = 1.0
+    pids_limit: int = 256
+    scratch_bytes: int = 512 * 1024**2
+
+
+class DockerWorker(Worker):
+    """A long-lived container running the supervisor under tini, spoken to over attach."""
+
+    def __init__(self, client: Any, image: str, settings: ContainerSettings, owner: str):
+        super().__init__()
+        import docker.types
+
+        self.client = client
+        self.container = None
+        try:
+            self.container = client.containers.create(
+                image,
+                command=["--scratch", "/scratch", "--uid-base", str(_fresh_uid_base())],
+                stdin_open=True,
+                detach=True,
+                network_mode="none",
+                read_only=True,
+                tmpfs={"/scratch": f"size={settings.scratch_bytes},mode=0711,exec"},
+                ipc_mode="none",  # no /dev/shm: nothing writable outlives a job but its scratch dir
+                mem_limit=settings.memory_bytes,
+                memswap_limit=settings.memory_bytes,
+                pids_limit=settings.pids_limit,
+                nano_cpus=int(settings.cpus * 1e9),
+                cap_drop=["ALL"],
+                cap_add=["SETUID", "SETGID", "KILL", "CHOWN"],
+                security_opt=["no-new-privileges"],
+                ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
+                labels={LABEL_SANDBOX: "1", LABEL_OWNER: owner},
+                user="0",
+            )
+            self.name = f"container {self.container.short_id}"
+            attached = self.container.attach_socket(params={"stdin": 1, "stdout": 1, "stream": 1})
+            self.sock: socket.socket = getattr(attached, "_sock", attached)
+            self._attached = attached
+            self.container.start()
+            self._reader = FrameReader(DockerStreamSource(self.sock))
+            self.ping()
+        except SandboxError:
+            self.destroy()
+            raise
+        except Exception as exc:  # docker.errors.*, requests errors: the daemon's side
+            self.destroy()
+            raise SandboxError("container_start_failed", str(exc)[:300]) from exc
+
+    def _send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def destroy(self) -> None:
+        self.broken = True
+        sock = getattr(self, "sock", None)
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        if self.container is not None:
+            try:
+                self.container.remove(force=True)
+            except Exception:  # already gone, or the daemon is down: the reaper will get it
+                pass
+            self.container = None
+
+
+class ProcessWorker(Worker):
+    """The same supervisor as a host process: rlimits and process groups, but no container.
+
+    Opt-in only (``sandbox="process"``): there is no network or filesystem isolation beyond
+    what an unprivileged uid gives, and none at all when the host process is not root.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scratch = tempfile.mkdtemp(prefix="gym-sysmath-scratch-")
+        os.chmod(self.scratch, 0o755)
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", supervisor_path(), "--scratch", self.scratch,
+             "--uid-base", str(_fresh_uid_base())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.name = f"process {self.process.pid}"
+        self._reader = FrameReader(FdSource(self.process.stdout.fileno()))
+        try:
+            self.ping()
+        except SandboxError:
+            self.destroy()
+            raise
+
+    def _send(self, data: bytes) -> None:
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def destroy(self) -> None:
+        self.broken = True
+        if self.process.poll() is None:
+            self.process.kill()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""Task builders, reference implementations and generated task data, one subpackage per family."""
