@@ -1,0 +1,202 @@
+"""The environment base class every family inherits: the contract lives here, once.
+
+A family supplies its tasks and two hooks: what a code action does (``_on_code``) and how a
+final action is graded (``_grade_final``). This class owns the rest: text spaces, seeding,
+turn counting, the ``info`` fields, the verdict-to-reward rule, and turning a harness failure
+into a ``scoring_error`` that truncates the episode instead of masquerading as a wrong answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium as gym
+from gymnasium.error import ResetNeeded
+
+from gym_sysmath.actions import (
+    MAX_ACTION_CHARS,
+    MAX_OBSERVATION_CHARS,
+    CodeAction,
+    FinalAction,
+    InvalidAction,
+    parse_action,
+    text_space,
+    to_observation,
+)
+from gym_sysmath.sandbox import Sandbox, SandboxError, acquire_shared, release_shared
+from gym_sysmath.verdicts import Grade, Verdict
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task as the host sees it. ``answer`` never reaches the agent or ``info``."""
+
+    task_id: str
+    family: str
+    prompt: str
+    answer: Any
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolTurn:
+    """What a non-final code action returns: the observation for the next turn."""
+
+    observation: str
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+class SysmathEnv(gym.Env[str, str]):
+    """Base of all gym-sysmath environments (see each family's docstring for the manual)."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    family: ClassVar[str] = "base"
+    default_max_turns: ClassVar[int] = 1
+
+    def __init__(self, *, split: str = "eval", max_turns: int | None = None, sandbox: str = "docker",
+                 pool_size: int | None = None, render_mode: str | None = None):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        max_turns = self.default_max_turns if max_turns is None else max_turns
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        self.split = split
+        self.max_turns = int(max_turns)
+        self.render_mode = render_mode
+        self.observation_space = text_space(MAX_OBSERVATION_CHARS)
+        self.action_space = text_space(MAX_ACTION_CHARS)
+        self.sandbox_backend = sandbox
+        self._pool_size = pool_size
+        self._sandbox: Sandbox | None = None
+        self.task: Task | None = None
+        self.turn = 0
+        self._done = True
+        self._transcript: list[tuple[str, str]] = []
+        if self._needs_sandbox():
+            self._sandbox = acquire_shared(sandbox, pool_size)
+
+    # ------------------------------------------------------------------ family hooks
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        """Ids of the selected split's fixed tasks, in stable order."""
+        raise NotImplementedError
+
+    def _select_task(self, options: Mapping[str, Any]) -> Task:
+        """Pick a task for ``reset`` using only ``self.np_random`` and ``options``."""
+        raise NotImplementedError
+
+    def _on_code(self, action: CodeAction) -> ToolTurn | Grade:
+        """A code action: return the next observation, or a Grade when it ends the episode."""
+        raise NotImplementedError
+
+    def _grade_final(self, action: FinalAction) -> Grade:
+        """Grade a final (non-code) action."""
+        raise NotImplementedError
+
+    def reference_action(self) -> str:
+        """An action text that solves the current task (for tests and offline eval only)."""
+        raise NotImplementedError
+
+    def _needs_sandbox(self) -> bool:
+        return True
+
+    def _end_episode(self) -> None:
+        """Release per-episode sandbox state (a family's session, for example)."""
+
+    # ------------------------------------------------------------------ the contract
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            raise RuntimeError(f"{type(self).__name__} was configured without a sandbox")
+        return self._sandbox
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._end_episode()
+        options = dict(options or {})
+        self.task = self._select_task(options)
+        self.turn = 0
+        self._done = False
+        observation = to_observation(self.task.prompt, self.observation_space.max_length)
+        self._transcript = [("prompt", observation)]
+        info = self._base_info(verdict=None, scoring_error=None)
+        info.update(self.task.metadata)
+        return observation, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.task is None or self._done:
+            raise ResetNeeded("call reset() before step(): the episode is over or has not started")
+        self.turn += 1
+        parsed = parse_action(action, self.action_space.max_length)
+        self._transcript.append(("action", action if isinstance(action, str) else repr(action)))
+        try:
+            if isinstance(parsed, InvalidAction):
+                outcome: ToolTurn | Grade = Grade(Verdict.FORMAT_ERROR, parsed.reason)
+            elif isinstance(parsed, CodeAction):
+                outcome = self._on_code(parsed)
+            else:
+                outcome = self._grade_final(parsed)
+        except SandboxError as error:
+            return self._finish_with_scoring_error(error)
+        if isinstance(outcome, ToolTurn):
+            observation = to_observation(outcome.observation, self.observation_space.max_length)
+            self._transcript.append(("observation", observation))
+            info = self._base_info(verdict=None, scoring_error=None)
+            info.update(outcome.info)
+            return observation, 0.0, False, False, info
+        return self._finish(outcome)
+
+    def _finish(self, grade: Grade) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self._done = True
+        self._end_episode()
+        reward = 1.0 if grade.correct else 0.0
+        text = f"Episode over. Verdict: {grade.verdict.value}."
+        if grade.detail:
+            text += f"\n{grade.detail}"
+        observation = to_observation(text, self.observation_space.max_length)
+        self._transcript.append(("observation", observation))
+        info = self._base_info(verdict=grade.verdict.value, scoring_error=None)
+        info.update(grade.info)
+        return observation, reward, True, False, info
+
+    def _finish_with_scoring_error(self, error: SandboxError) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """The harness failed (after its retry): reward 0, truncated, and say so."""
+        self._done = True
+        self._end_episode()
+        observation = "Episode stopped: the grading harness failed (not your fault); this step is not scored."
+        self._transcript.append(("observation", observation))
+        info = self._base_info(verdict=Verdict.SCORING_ERROR.value, scoring_error=str(error)[:500])
+        return observation, 0.0, False, True, info
+
+    def _base_info(self, *, verdict: str | None, scoring_error: str | None) -> dict[str, Any]:
+        assert self.task is not None
+        return {
+            "task_id": self.task.task_id,
+            "family": self.family,
+            "turn": self.turn,
+            "verdict": verdict,
+            "correct": verdict == Verdict.CORRECT.value,
+            "scoring_error": scoring_error,
+        }
+
+    def _choose(self, candidates: Sequence[str]) -> str:
+        """Draw one id with the env's own RNG; a clear error when filters leave nothing."""
+        if not candidates:
+            raise ValueError(f"no {self.family} task matches the given reset options")
+        return candidates[int(self.np_random.integers(len(candidates)))]
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(f"[{role}]\n{text}" for role, text in self._transcript) + "\n"
+
+    def close(self) -> None:
+        self._end_episode()
+        if self._sandbox is not None:
+            release_shared(self._sandbox)
+            self._sandbox = None
+        super().close()

@@ -1,0 +1,33 @@
+"""Gymnasium ids of every family. ``import gym_sysmath`` registers them (Gymnasium 1.x has no
+plugin discovery), and ``gym.make("gym_sysmath:CsappExact-v0")`` works too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    env_id: str
+    entry_point: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+ENTRIES: tuple[EnvEntry, ...] = (
+    EnvEntry("CsappExact-v0", "gym_sysmath.envs.csapp:CsappExactEnv"),
+    EnvEntry("LinearAlgebra-v0", "gym_sysmath.envs.linalg:LinearAlgebraEnv"),
+)
+
+
+def env_ids() -> tuple[str, ...]:
+    return tuple(entry.env_id for entry in ENTRIES)
+
+
+def register_all() -> None:
+    for entry in ENTRIES:
+        if entry.env_id not in gym.registry:
+            gym.register(id=entry.env_id, entry_point=entry.entry_point, kwargs=dict(entry.kwargs),
+                         disable_env_checker=False)

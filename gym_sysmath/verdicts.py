@@ -1,0 +1,52 @@
+"""Typed verdicts: how a graded step ended, keeping the harness's failures apart."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Verdict(str, Enum):
+    """The outcome of a graded action. Only ``CORRECT`` earns reward 1.0.
+
+    ``SCORING_ERROR`` is reserved for the harness's own failures; everything the agent's
+    code does (loops, crashes, floods, allocations) has its own verdict.
+    """
+
+    CORRECT = "correct"
+    WRONG_ANSWER = "wrong_answer"
+    FORMAT_ERROR = "format_error"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    OUTPUT_LIMIT = "output_limit"
+    SCORING_ERROR = "scoring_error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Execution statuses (see gym_sysmath.sandbox) that are failures of the agent's program.
+FAILED_EXECUTION = {
+    "compile_error": Verdict.COMPILE_ERROR,
+    "runtime_error": Verdict.RUNTIME_ERROR,
+    "timeout": Verdict.TIMEOUT,
+    "memory_limit": Verdict.MEMORY_LIMIT,
+    "output_limit": Verdict.OUTPUT_LIMIT,
+}
+
+
+@dataclass(frozen=True)
+class Grade:
+    """A family's judgement of a final action; ``info`` adds family-specific fields."""
+
+    verdict: Verdict
+    detail: str = ""
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict is Verdict.CORRECT

@@ -1,0 +1,173 @@
+"""What the Docker sandbox withstands. Each test tries one attack or failure mode, asserts
+the verdict, and that the next job still works."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gym_sysmath.sandbox import Job, Limits, Sandbox
+
+pytestmark = pytest.mark.docker
+
+
+def python(code: str, **limits) -> Job:
+    return Job("python", {"main.py": code}, limits=Limits(**limits) if limits else Limits())
+
+
+def assert_still_works(sandbox: Sandbox) -> None:
+    result = sandbox.run(python("print(6 * 7)"))
+    assert (result.status, result.stdout) == ("ok", "42\n")
+
+
+def test_correct_program_output_is_returned(sandbox):
+    result = sandbox.run(python("import sys\nprint(sys.stdin.read().upper())"))
+    assert result.status == "ok"
+    result = sandbox.run(Job("python", {"main.py": "import sys\nprint(sys.stdin.read().upper())"}, stdin="abc"))
+    assert result.stdout == "ABC\n" and result.exit_code == 0
+
+
+def test_infinite_loop_times_out(sandbox):
+    result = sandbox.run(python("while True:\n    pass", wall_s=2, cpu_s=1))
+    assert result.status == "timeout"
+    assert result.wall_s < 3
+    assert_still_works(sandbox)
+
+
+def test_sleeping_job_is_killed_at_the_wall_clock(sandbox):
+    started = time.monotonic()
+    result = sandbox.run(python("import time\ntime.sleep(60)", wall_s=1))
+    assert result.status == "timeout"
+    assert time.monotonic() - started < 5
+    assert_still_works(sandbox)
+
+
+def test_allocating_4gb_is_a_memory_limit(sandbox):
+    result = sandbox.run(python("block = bytearray(4 * 1024**3)"))
+    assert result.status == "memory_limit"
+    assert_still_works(sandbox)
+
+
+def test_stdout_flood_is_an_output_limit_promptly(sandbox):
+    result = sandbox.run(python("import sys\nfor _ in range(1600):\n    sys.stdout.write('x' * 65536)", wall_s=30))
+    assert result.status == "output_limit"
+    assert result.stdout_truncated
+    assert result.wall_s < 5, "the flood must be cut when the cap is reached, not at the time limit"
+    assert len(result.stdout) == Limits().stdout_bytes
+    assert_still_works(sandbox)
+
+
+def test_200kb_of_output_is_returned_whole(sandbox):
+    result = sandbox.run(python("print('y' * 200_000)"))
+    assert result.status == "ok"
+    assert result.stdout == "y" * 200_000 + "\n"
+    assert not result.stdout_truncated
+
+
+def test_large_stdin_and_output_do_not_deadlock(sandbox):
+    data = "z" * 1_000_000
+    result = sandbox.run(Job("python", {"main.py": "import sys\nsys.stdout.write(sys.stdin.read()[:500000])"},
+                             stdin=data))
+    assert result.status == "ok" and len(result.stdout) == 500_000
+
+
+def test_tcp_connection_fails(sandbox):
+    code = "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)\nprint('connected')"
+    result = sandbox.run(python(code))
+    assert result.status == "runtime_error"
+    assert "connected" not in result.stdout
+
+
+def test_file_written_in_one_job_is_gone_in_the_next(sandbox):
+    first = sandbox.run(python("import os\nopen('note.txt', 'w').write('secret')\nprint(os.getcwd())"))
+    assert first.status == "ok"
+    code = f"import os\nprint(os.path.exists({first.stdout.strip()!r} + '/note.txt'), os.listdir('.'))"
+    second = sandbox.run(python(code))
+    assert second.stdout == "False []\n"
+
+
+def test_write_outside_scratch_is_refused(sandbox):
+    for path in ("/tmp/x", "/scratch/x", "/opt/gym-sysmath/supervisor.py", "/dev/shm/x"):
+        result = sandbox.run(python(f"open({path!r}, 'w').write('x')"))
+        assert result.status == "runtime_error", path
+    assert_still_works(sandbox)
+
+
+def test_job_runs_unprivileged(sandbox):
+    result = sandbox.run(python("import os\nprint(os.getuid(), os.getgid())"))
+    uid, gid = map(int, result.stdout.split())
+    assert uid >= 20000 and gid >= 20000
+
+
+def test_fork_bomb_is_contained(sandbox):
+    result = sandbox.run(python("import os\nwhile True:\n    os.fork()", wall_s=3))
+    assert result.status in ("runtime_error", "timeout")
+    assert_still_works(sandbox)
+
+
+def test_background_process_does_not_survive_the_job(sandbox):
+    code = ("import subprocess, os\n"
+            "subprocess.Popen(['python3', '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+            "print(os.getpid())")
+    assert sandbox.run(python(code)).status == "ok"
+    check = sandbox.run(python("import os\nprint(sum(1 for p in os.listdir('/proc') if p.isdigit()))"))
+    # tini, the supervisor and this job: the sleeper was killed with the job's uid
+    assert int(check.stdout) <= 3
+
+
+def test_job_cannot_forge_supervisor_frames(sandbox):
+    code = "import os\nfor fd in range(3, 64):\n    try: os.write(fd, b'10\\n{\"ok\":true}')\n    except OSError: pass"
+    assert sandbox.run(python(code)).status == "ok"
+    assert_still_works(sandbox)
+
+
+def test_crash_is_a_runtime_error(sandbox):
+    result = sandbox.run(python("raise ValueError('boom')"))
+    assert result.status == "runtime_error" and "ValueError: boom" in result.stderr
+    result = sandbox.run(python("import os\nos.kill(os.getpid(), 11)"))
+    assert result.status == "runtime_error" and result.signal == 11
+
+
+def test_cpp_compiles_with_cpp20_and_runs(sandbox):
+    source = "#include <iostream>\n#include <span>\nint main(){int a[3]={1,2,3}; std::span s(a); std::cout<<s.size();}"
+    result = sandbox.run(Job("cpp", {"main.cpp": source}))
+    assert (result.status, result.stdout) == ("ok", "3")
+    assert result.compile is not None and result.compile.status == "ok"
+
+
+def test_cpp_compile_error_is_reported(sandbox):
+    result = sandbox.run(Job("cpp", {"main.cpp": "int main() { return undefined_name; }"}))
+    assert result.status == "compile_error"
+    assert "undefined_name" in result.stderr
+
+
+def test_rust_2021_compiles_let_else(sandbox):
+    source = 'fn main() { let v = vec![7]; let Some(x) = v.first() else { return }; println!("{x}"); }'
+    result = sandbox.run(Job("rust", {"main.rs": source}))
+    assert (result.status, result.stdout) == ("ok", "7\n")
+
+
+def test_session_keeps_globals_and_returns_exact_values(sandbox):
+    session = sandbox.open_session()
+    try:
+        assert session.run("x = 41").status == "ok"
+        assert session.run("x += 1\nprint(x)").stdout == "42\n"
+        result = session.run("result = [x, True, -0.0, float('inf'), '0x2a']", fetch="result")
+        assert result.defined
+        value = result.value
+        assert value[:2] == [42, True] and type(value[1]) is bool
+        assert str(value[2]) == "-0.0" and value[3] == float("inf") and value[4] == "0x2a"
+    finally:
+        session.close()
+
+
+def test_session_loop_times_out_and_the_next_turn_starts_fresh(sandbox):
+    session = sandbox.open_session(Limits(wall_s=1, cpu_s=1))
+    try:
+        session.run("kept = 1")
+        assert session.run("while True:\n    pass").status == "timeout"
+        assert session.restarts == 1
+        assert session.run("print('kept' in globals())").stdout == "False\n"
+    finally:
+        session.close()
