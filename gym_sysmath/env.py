@@ -25,7 +25,7 @@ from gym_sysmath.actions import (
     text_space,
     to_observation,
 )
-from gym_sysmath.sandbox import Sandbox, SandboxError, acquire_shared, release_shared
+from gym_sysmath.sandbox import ExecutionResult, Sandbox, SandboxError, acquire_shared, release_shared
 from gym_sysmath.verdicts import Grade, Verdict
 
 
@@ -46,6 +46,19 @@ class ToolTurn:
 
     observation: str
     info: Mapping[str, Any] = field(default_factory=dict)
+
+
+def format_tool_output(result: ExecutionResult, turn: int, max_turns: int, restarted: bool) -> str:
+    """The observation after a code turn: its output, then one status line."""
+    parts = []
+    if result.stdout:
+        parts.append(result.stdout.rstrip("\n"))
+    if result.stderr:
+        parts.append("[stderr]\n" + result.stderr.rstrip("\n"))
+    parts.append(f"[{result.summary()}; turn {turn} of {max_turns}]")
+    if restarted:
+        parts.append("[the session was restarted: variables from earlier turns are gone]")
+    return "\n".join(parts)
 
 
 class SysmathEnv(gym.Env[str, str]):
@@ -154,12 +167,11 @@ class SysmathEnv(gym.Env[str, str]):
         self._done = True
         self._end_episode()
         reward = 1.0 if grade.correct else 0.0
-        text = f"Episode over. Verdict: {grade.verdict.value}."
-        if grade.detail:
-            text += f"\n{grade.detail}"
-        observation = to_observation(text, self.observation_space.max_length)
+        # The detail stays in info: it may describe the key (a shape, a sign) to a trainer.
+        observation = f"Episode over. Verdict: {grade.verdict.value}."
         self._transcript.append(("observation", observation))
         info = self._base_info(verdict=grade.verdict.value, scoring_error=None)
+        info["detail"] = grade.detail
         info.update(grade.info)
         return observation, reward, True, False, info
 

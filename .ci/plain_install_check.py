@@ -1,0 +1,15 @@
+"""Run from outside the source tree against a non-editable install: every registered id
+makes, resets, and scores its reference action 1.0 on the first task."""
+
+import gymnasium as gym
+
+import gym_sysmath
+
+assert "site-packages" in gym_sysmath.__file__, gym_sysmath.__file__
+for env_id in gym_sysmath.env_ids():
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    _, reward, terminated, truncated, info = env.step(env.unwrapped.reference_action())
+    assert reward == 1.0 and terminated and not truncated, (env_id, info)
+    env.close()
+    print(f"plain install: {env_id} ok")

@@ -1,0 +1,198 @@
+"""CsappExact-v0: machine-level systems questions with exact, typed grading."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gym_sysmath.actions import CodeAction, FinalAction
+from gym_sysmath.answers import choose_answer, find_answers
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn, format_tool_output
+from gym_sysmath.exact import exact_equal, is_json_primitive_list
+from gym_sysmath.sandbox import PythonSession
+from gym_sysmath.tasks import csapp
+from gym_sysmath.verdicts import Grade, Verdict
+
+SPLITS = ("eval", "train")
+
+
+def _parse_or_none(raw: str) -> list | None:
+    try:
+        return csapp.parse_answer_value(raw)
+    except ValueError:
+        return None
+
+
+class CsappExactEnv(SysmathEnv):
+    """Questions on machine-level number and memory representation, graded exactly.
+
+    ## Description
+    Each task asks about C integers (two's complement, overflow, unsigned conversion),
+    IEEE-754 single and double precision, bit manipulation, struct layout or caches, in a
+    place where the obvious answer is wrong. The 40 eval tasks are original; every answer key
+    was produced by running a reference implementation. The agent may run Python for a few
+    turns, like a programmer at a REPL, then answers.
+
+    ## Action Space
+    `Text` (printable ASCII, newline, tab). A ```python fenced block is a tool turn: it runs in
+    a persistent sandboxed Python session (globals survive across turns) and its output comes
+    back as the next observation. Any other action is final: it is graded by its
+    `ANSWER: [...]` line (a JSON list), or, without one, by the list the session holds in
+    `result`. After `max_turns` tool turns the episode is graded from `result`.
+
+    ## Observation Space
+    `Text`: the task prompt at reset, then the tool output and a status line per turn.
+
+    ## Rewards
+    1.0 only when the answer equals the key exactly: same length, same types (`true` is not
+    `1`, `"0x2a"` is not `42`), floats by bit pattern (`-0.0` is not `0.0`). Otherwise 0.0.
+
+    ## Starting State
+    `reset(seed=..., options=...)` draws a task with the env's RNG; `options` may carry
+    `task_id` or `categories` (integers, floats, bits, memory, cache).
+
+    ## Episode End
+    Terminated after a final action or the `max_turns`-th tool turn. Truncated, with
+    `info["verdict"] == "scoring_error"`, when the sandbox harness fails.
+
+    ## Arguments
+    - `split`: `"eval"` (the fixed 40, default) or `"train"` (fresh procedural variants).
+    - `categories`: restrict tasks to these categories.
+    - `max_turns`: tool turns allowed (default 5).
+    - `tasks_path`: a forked task file to load instead of the shipped one.
+    - `sandbox`: `"docker"` (default) or `"process"` (opt-in, weaker isolation).
+
+    Examples:
+        >>> import gymnasium as gym, gym_sysmath
+        >>> env = gym.make("CsappExact-v0")
+        >>> prompt, info = env.reset(seed=0)
+    """
+
+    family = "csapp"
+    default_max_turns = 5
+
+    def __init__(self, *, split: str = "eval", categories: tuple[str, ...] | list[str] | None = None,
+                 max_turns: int | None = None, tasks_path: str | None = None, sandbox: str = "docker",
+                 pool_size: int | None = None, render_mode: str | None = None):
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        self.categories = self._check_categories(categories)
+        self._tasks = {task.task_id: task for task in csapp.load_tasks(tasks_path)}
+        self._session: PythonSession | None = None
+        self._current: csapp.CsappTask | None = None
+        super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
+                         render_mode=render_mode)
+
+    @staticmethod
+    def _check_categories(categories) -> tuple[str, ...] | None:
+        if categories is None:
+            return None
+        chosen = tuple(categories)
+        unknown = sorted(set(chosen) - set(csapp.CATEGORIES))
+        if unknown or not chosen:
+            raise ValueError(f"unknown categories {unknown}; choose from {csapp.CATEGORIES}")
+        return chosen
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        if self.split == "train":
+            return ()
+        return tuple(task_id for task_id, task in self._tasks.items()
+                     if self.categories is None or task.category in self.categories)
+
+    def _select_task(self, options: Mapping[str, Any]) -> Task:
+        categories = self._check_categories(options.get("categories")) or self.categories
+        if "task_id" in options:
+            chosen = self._tasks.get(options["task_id"])
+            if chosen is None:
+                raise ValueError(f"unknown task_id {options['task_id']!r}; see env.unwrapped.task_ids")
+        elif self.split == "train":
+            chosen = csapp.sample_task(self.np_random, categories)
+        else:
+            ids = [task_id for task_id in self.task_ids if categories is None
+                   or self._tasks[task_id].category in categories]
+            chosen = self._tasks[self._choose(ids)]
+        self._current = chosen
+        return Task(
+            task_id=chosen.task_id,
+            family=self.family,
+            prompt=self._prompt(chosen),
+            answer=chosen.answer,
+            metadata={"category": chosen.category, "template": chosen.template, "split": self.split},
+        )
+
+    def _prompt(self, task: csapp.CsappTask) -> str:
+        return (
+            f"{task.instruction}\n\n"
+            f"You may run Python in a persistent session by replying with a ```python block "
+            f"(up to {self.max_turns} turns). Finish with a reply that has no code block and a line\n"
+            "ANSWER: [ ... ]\n"
+            "holding the JSON list, or leave the list in a variable named `result` and reply without "
+            "an ANSWER line."
+        )
+
+    # ------------------------------------------------------------------ actions
+
+    def _on_code(self, action: CodeAction) -> ToolTurn | Grade:
+        if action.language != "python":
+            observation = f"Only ```python blocks run in this environment, not {action.language}."
+            if self.turn >= self.max_turns:
+                return self._grade_session()
+            return ToolTurn(observation)
+        session = self._open_session()
+        restarts = session.restarts
+        result = session.run(action.code)
+        if self.turn >= self.max_turns:
+            return self._grade_session()
+        return ToolTurn(format_tool_output(result, self.turn, self.max_turns, session.restarts > restarts),
+                        {"execution": result.status})
+
+    def _grade_final(self, action: FinalAction) -> Grade:
+        choice = choose_answer(find_answers(action.text), _parse_or_none, exact_equal)
+        if choice.status == "missing":
+            return self._grade_session()
+        if choice.status == "unparseable":
+            return Grade(Verdict.FORMAT_ERROR, "the ANSWER value is not a non-empty JSON list of numbers, "
+                                               "booleans and strings")
+        if choice.status == "several":
+            return Grade(Verdict.WRONG_ANSWER, "several different ANSWER values were given")
+        return self._compare(choice.value)
+
+    def _grade_session(self) -> Grade:
+        if self._session is None:
+            return Grade(Verdict.FORMAT_ERROR, "no ANSWER line, and no code ran to set `result`")
+        read = self._session.run("", fetch="result")
+        if not read.defined:
+            return Grade(Verdict.FORMAT_ERROR, "no ANSWER line, and `result` is not set in the session")
+        if not is_json_primitive_list(read.value):
+            return Grade(Verdict.FORMAT_ERROR, "`result` must be a non-empty list of ints, floats, bools "
+                                               "and strings")
+        return self._compare(read.value)
+
+    def _compare(self, value: list) -> Grade:
+        assert self.task is not None
+        if exact_equal(self.task.answer, value):
+            return Grade(Verdict.CORRECT)
+        return Grade(Verdict.WRONG_ANSWER)
+
+    def _open_session(self) -> PythonSession:
+        if self._session is None:
+            self._session = self.sandbox.open_session()
+        return self._session
+
+    def _end_episode(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+
+    def reference_action(self) -> str:
+        if self.task is None:
+            raise RuntimeError("call reset() first")
+        return f"ANSWER: {json.dumps(self.task.answer)}"
+
+    def reference_code(self) -> str:
+        """Python that sets `result` to the key (the code-path counterpart of reference_action)."""
+        if self._current is None:
+            raise RuntimeError("call reset() first")
+        return csapp.reference_code(self._current)

@@ -1,0 +1,244 @@
+"""The contract every registered env keeps: spaces, seeding, info fields, typed verdicts,
+and harness failures reported as scoring errors rather than wrong answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import gym_sysmath
+from gym_sysmath.sandbox import SandboxUnavailableError, image
+from gym_sysmath.verdicts import Verdict
+
+pytestmark = pytest.mark.docker
+ENV_IDS = gym_sysmath.env_ids()
+INFO_KEYS = {"task_id", "family", "turn", "verdict", "correct", "scoring_error"}
+VERDICTS = {v.value for v in Verdict}
+CODE = "```python\nprint('hello')\n```"
+
+
+@pytest.fixture
+def csapp_env(docker_available):
+    env = gym.make("CsappExact-v0")
+    yield env
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_check_env_passes(env_id, docker_available):
+    env = gym.make(env_id)
+    try:
+        check_env(env.unwrapped, skip_render_check=True)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_same_seed_same_task_and_info_never_holds_the_answer(env_id, docker_available):
+    env = gym.make(env_id)
+    try:
+        first, info = env.reset(seed=7)
+        again, _ = env.reset(seed=7)
+        assert first == again
+        assert set(info) >= INFO_KEYS
+        assert info["verdict"] is None and info["scoring_error"] is None
+        assert "answer" not in info and "distractors" not in info
+        answer = json.dumps(env.unwrapped.task.answer)
+        assert answer not in json.dumps(info, default=str)
+        prompts = {env.reset(seed=seed)[0] for seed in range(12)}
+        assert len(prompts) > 1, "different seeds should reach different tasks"
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_reference_action_scores_one_and_info_is_complete(env_id, docker_available):
+    env = gym.make(env_id)
+    try:
+        env.reset(seed=3)
+        _, reward, terminated, truncated, info = env.step(env.unwrapped.reference_action())
+        assert (reward, terminated, truncated) == (1.0, True, False)
+        assert set(info) >= INFO_KEYS and info["verdict"] == "correct" and info["correct"] is True
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.mark.parametrize("bad", ["", "   ", "ANSWER: [1] \u00e9", "x" * 40_000, None, 42])
+def test_actions_outside_the_space_are_format_errors(env_id, bad, docker_available):
+    env = gym.make(env_id, disable_env_checker=True)
+    try:
+        env.reset(seed=0)
+        _, reward, terminated, truncated, info = env.step(bad)
+        assert (reward, terminated, truncated) == (0.0, True, False)
+        assert info["verdict"] == "format_error" and info["scoring_error"] is None
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_sampled_garbage_never_raises(env_id, docker_available):
+    env = gym.make(env_id)
+    env.action_space.seed(0)
+    try:
+        for seed in range(25):
+            env.reset(seed=seed)
+            _, reward, terminated, truncated, info = env.step(env.action_space.sample())
+            assert reward in (0.0, 1.0) and info["verdict"] in VERDICTS | {None}
+            assert info["scoring_error"] is None and not truncated
+            assert terminated == (info["verdict"] is not None)
+    finally:
+        env.close()
+
+
+def test_wrong_answer_is_a_wrong_answer_not_a_scoring_error(csapp_env):
+    csapp_env.reset(seed=0)
+    answer = csapp_env.unwrapped.task.answer
+    wrong = [("0x0" if isinstance(answer[0], str) else not answer[0] if isinstance(answer[0], bool)
+              else answer[0] + 1), *answer[1:]]
+    _, reward, terminated, truncated, info = csapp_env.step(f"ANSWER: {json.dumps(wrong)}")
+    assert (reward, terminated, truncated) == (0.0, True, False)
+    assert info["verdict"] == "wrong_answer" and info["scoring_error"] is None
+
+
+def test_step_before_reset_is_refused(csapp_env):
+    with pytest.raises(gym.error.ResetNeeded):
+        csapp_env.unwrapped.step("ANSWER: [1]")
+
+
+def test_killing_the_container_mid_step_is_a_scoring_error_and_the_next_step_works(docker_available):
+    env = gym.make("CsappExact-v0")
+    client = image.docker_client()
+    stop = threading.Event()
+
+    def kill_our_containers() -> None:
+        time.sleep(0.5)
+        while not stop.is_set():  # keep killing, so the retry on a fresh worker fails too
+            for container in image.our_containers(client):
+                if container.labels.get(image.LABEL_OWNER) == image.owner_label():
+                    try:
+                        container.kill()
+                    except Exception:
+                        pass
+            time.sleep(0.05)
+
+    try:
+        env.reset(seed=0)
+        killer = threading.Thread(target=kill_our_containers)
+        killer.start()
+        try:
+            _, reward, terminated, truncated, info = env.step("```python\nimport time\ntime.sleep(3)\n```")
+        finally:
+            stop.set()
+            killer.join()
+        assert (reward, terminated, truncated) == (0.0, False, True)
+        assert info["verdict"] == "scoring_error"
+        assert info["scoring_error"]
+        env.reset(seed=0)
+        observation, reward, terminated, _, info = env.step(CODE)
+        assert "hello" in observation and info["verdict"] is None
+        env.reset(seed=0)
+        assert env.step(env.unwrapped.reference_action())[1] == 1.0
+    finally:
+        env.close()
+
+
+def test_unreachable_daemon_fails_clearly_and_suggests_the_process_backend(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(SandboxUnavailableError, match="process"):
+        gym.make("CsappExact-v0")
+
+
+def test_answer_only_episode_touches_no_container(docker_available):
+    client = image.docker_client()
+    before = {c.id for c in image.our_containers(client)}
+    env = gym.make("CsappExact-v0")
+    env.reset(seed=1)
+    env.step(env.unwrapped.reference_action())
+    assert {c.id for c in image.our_containers(client)} == before
+    env.close()
+
+
+def test_close_leaves_no_container(docker_available):
+    client = image.docker_client()
+    env = gym.make("CsappExact-v0")
+    env.reset(seed=0)
+    env.step(CODE)
+    mine = [c for c in image.our_containers(client) if c.labels.get(image.LABEL_OWNER) == image.owner_label()]
+    assert mine, "a code step should have started a container"
+    env.close()
+    left = [c for c in image.our_containers(client) if c.labels.get(image.LABEL_OWNER) == image.owner_label()]
+    assert left == []
+
+
+def test_containers_of_a_sigkilled_process_are_reaped_on_next_start(docker_available):
+    script = ("import gymnasium as gym, gym_sysmath, sys\n"
+              "env = gym.make('CsappExact-v0'); env.reset(seed=0)\n"
+              "env.step(\"```python\\nprint(1)\\n```\")\n"
+              "print('ready', flush=True)\n"
+              "import time; time.sleep(120)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        client = image.docker_client()
+        owned = [c for c in image.our_containers(client) if c.labels[image.LABEL_OWNER].split(":")[1] == str(child.pid)]
+        assert owned
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    env = gym.make("CsappExact-v0")  # a new start reaps orphans
+    try:
+        left = [c for c in image.our_containers(client) if c.labels[image.LABEL_OWNER].split(":")[1] == str(child.pid)]
+        assert left == []
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_make_vec_returns_intact_text_observations(mode, docker_available):
+    envs = gym.make_vec("CsappExact-v0", num_envs=2, vectorization_mode=mode)
+    try:
+        observations, _ = envs.reset(seed=[0, 1])
+        single = gym.make("CsappExact-v0")
+        assert observations[0] == single.reset(seed=0)[0]
+        assert observations[1] == single.reset(seed=1)[0]
+        single.close()
+        # program output outside the charset must arrive escaped, not garbled
+        observations, *_ = envs.step(["```python\nprint('caf\\u00e9 \\u2713')\n```"] * 2)
+        assert all(obs.startswith("caf\\xe9 \\u2713") for obs in observations)
+    finally:
+        envs.close()
+
+
+def test_render_ansi_shows_the_transcript(docker_available):
+    env = gym.make("CsappExact-v0", render_mode="ansi")
+    try:
+        prompt, _ = env.reset(seed=0)
+        env.step("ANSWER: [0]")
+        text = env.render()
+        assert prompt[:40] in text and "ANSWER: [0]" in text and "Verdict:" in text
+    finally:
+        env.close()
+
+
+def test_process_backend_runs_code_actions():
+    env = gym.make("CsappExact-v0", sandbox="process")
+    try:
+        env.reset(seed=0)
+        observation, *_ = env.step("```python\nx = 6 * 7\nprint(x)\n```")
+        assert observation.startswith("42")
+        observation, *_ = env.step("```python\nprint(x + 1)\n```")
+        assert observation.startswith("43")
+    finally:
+        env.close()
