@@ -8,14 +8,10 @@ Text outside the action space (non-ASCII, too long, empty) is rejected before pa
 from __future__ import annotations
 
 import re
-import string
 from dataclasses import dataclass
 
-from gymnasium import spaces
+from gym_sysmath.spaces import CHARSET
 
-#: Printable ASCII plus newline, tab and carriage return, as an ordered string so that
-#: every process agrees on the character indices (vector envs flatten Text by index).
-CHARSET = "".join(sorted(set(string.printable) - {"\x0b", "\x0c"}))
 MAX_ACTION_CHARS = 32_768
 MAX_OBSERVATION_CHARS = 32_768
 
@@ -25,10 +21,6 @@ LANGUAGE_ALIASES = {
     "cpp": "cpp", "c++": "cpp", "cc": "cpp", "cxx": "cpp",
     "rust": "rust", "rs": "rust",
 }
-
-
-def text_space(max_length: int) -> spaces.Text:
-    return spaces.Text(max_length=max_length, min_length=0, charset=CHARSET)
 
 
 @dataclass(frozen=True)

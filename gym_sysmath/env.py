@@ -22,10 +22,10 @@ from gym_sysmath.actions import (
     FinalAction,
     InvalidAction,
     parse_action,
-    text_space,
     to_observation,
 )
 from gym_sysmath.sandbox import ExecutionResult, Sandbox, SandboxError, acquire_shared, release_shared
+from gym_sysmath.spaces import text_space
 from gym_sysmath.verdicts import Grade, Verdict
 
 
@@ -64,7 +64,7 @@ def format_tool_output(result: ExecutionResult, turn: int, max_turns: int, resta
 class SysmathEnv(gym.Env[str, str]):
     """Base of all gym-sysmath environments (see each family's docstring for the manual)."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
     family: ClassVar[str] = "base"
     default_max_turns: ClassVar[int] = 1
 

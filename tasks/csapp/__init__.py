@@ -1,0 +1,21 @@
+"""CsappExact-v0 tasks: machine-level systems problems with executed answer keys.
+
+40 original tasks on two's complement, overflow, IEEE-754, bits, memory layout and caches, each
+an instance of a template whose reference implementation computed the key, plus a training split
+of fresh template draws. Rebuild the shipped file with ``python -m gym_sysmath.tasks.csapp.build``.
+"""
+
+from .answers import parse_answer_value, reference_code
+from .task import CATEGORIES, CsappTask, TaskFileError
+from .taskfile import load_tasks
+from .train import sample_task
+
+__all__ = [
+    "CATEGORIES",
+    "CsappTask",
+    "TaskFileError",
+    "load_tasks",
+    "parse_answer_value",
+    "reference_code",
+    "sample_task",
+]

@@ -1,0 +1,70 @@
+"""Build, check and verify the CsappExact-v0 task file.
+
+    python -m gym_sysmath.tasks.csapp.build            # write tasks/csapp/tasks.json
+    python -m gym_sysmath.tasks.csapp.build --check    # exit 1 if the shipped file is not current
+    python -m gym_sysmath.tasks.csapp.build --verify   # re-check every task; prints 40/40
+
+Every key in the file is executed here from the eval set's parameters; the build fails if any
+trap, distractor, category count or machine anchor does not hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+from .catalog import EVAL_SET, TEMPLATES
+from .task import CsappTask
+from .taskfile import TASK_FILE, render_task_file
+from .template import BuildError, instantiate
+from .verify import machine_anchors, verify
+
+CATEGORY_COUNTS = {"integers": 12, "floats": 10, "bits": 6, "memory": 6, "cache": 6}
+SOURCE_FILE = Path(__file__).with_name(TASK_FILE)
+
+
+def build_tasks() -> tuple[CsappTask, ...]:
+    """The 40 eval tasks, every key and distractor executed and every trap asserted."""
+    anchors = machine_anchors()
+    if anchors:
+        raise BuildError("machine model fails its anchors: " + "; ".join(anchors))
+    tasks = tuple(instantiate(TEMPLATES[name], params, task_id) for task_id, name, params in EVAL_SET)
+    ids = [t.task_id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise BuildError(f"duplicate task ids: {sorted(i for i, n in Counter(ids).items() if n > 1)}")
+    counts = dict(Counter(t.category for t in tasks))
+    if counts != CATEGORY_COUNTS:
+        raise BuildError(f"category counts {counts} are not {CATEGORY_COUNTS}")
+    return tasks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gym_sysmath.tasks.csapp.build", description=__doc__.split("\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="exit 1 if the task file differs from a fresh build")
+    mode.add_argument("--verify", action="store_true", help="re-check every task in the task file independently")
+    parser.add_argument("--output", type=Path, default=SOURCE_FILE, help="task file to write or check")
+    args = parser.parse_args(argv)
+
+    if args.verify:
+        report = verify(None if args.output == SOURCE_FILE else args.output)
+        print("\n".join(report.lines()))
+        return 0 if report.ok else 1
+
+    text = render_task_file(build_tasks())
+    if args.check:
+        current = args.output.read_text(encoding="utf-8") if args.output.exists() else None
+        if current != text:
+            print(f"{args.output} is not current; run python -m gym_sysmath.tasks.csapp.build", file=sys.stderr)
+            return 1
+        print(f"{args.output} is current")
+        return 0
+    args.output.write_text(text, encoding="utf-8")
+    print(f"wrote {len(EVAL_SET)} tasks to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

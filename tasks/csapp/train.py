@@ -1,0 +1,56 @@
+"""The training split: procedural variants of every template, keyed at draw time.
+
+Values come only from the caller's ``numpy.random.Generator``, so the same generator state gives
+the same task and nothing touches a global RNG. A draw whose instance does not show its trap (or
+whose wrong reading happens to hit the key) is rejected and redrawn from the same generator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import numpy as np
+
+from gym_sysmath.exact import dumps_exact
+
+from .catalog import TEMPLATES
+from .task import CATEGORIES, CsappTask
+from .template import BuildError, Params, Template, instantiate
+
+MAX_DRAWS = 200
+
+
+def train_task_id(template: Template, params: Params) -> str:
+    digest = hashlib.sha256(dumps_exact(params, sort_keys=True).encode()).hexdigest()[:12]
+    return f"train/{template.name}/{digest}"
+
+
+def _templates_in(categories: Iterable[str] | None) -> list[Template]:
+    if categories is None:
+        return list(TEMPLATES.values())
+    if isinstance(categories, str):
+        raise TypeError(f"categories must be a tuple of names, e.g. ({categories!r},), not a string")
+    wanted = tuple(categories)
+    unknown = sorted(set(wanted) - set(CATEGORIES))
+    if unknown or not wanted:
+        raise ValueError(f"categories must be a non-empty subset of {CATEGORIES}; unknown: {unknown}")
+    return [t for t in TEMPLATES.values() if t.category in wanted]
+
+
+def sample_task(rng: np.random.Generator, categories: tuple[str, ...] | None = None) -> CsappTask:
+    """Draw a template (uniformly among those in ``categories``) and fresh parameters, and key it.
+
+    The key and distractors are executed now and the template's trap is re-asserted on them.
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, not {type(rng).__name__}")
+    pool = _templates_in(categories)
+    template = pool[int(rng.integers(len(pool)))]
+    for _ in range(MAX_DRAWS):
+        params = template.sample(rng)
+        try:
+            return instantiate(template, params, train_task_id(template, params))
+        except BuildError:
+            continue
+    raise RuntimeError(f"{template.name}: {MAX_DRAWS} draws in a row failed to show the trap")

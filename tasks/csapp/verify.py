@@ -1,0 +1,198 @@
+"""Independent re-check of every task in a task file (``--verify``, ``gym-sysmath verify csapp``).
+
+Per task: the reference runs again and reproduces the stored key and distractors; the trap still
+holds; it gives the same answers in two fresh interpreters (different hash seeds); the key is a
+flat list of JSON primitives with lowercase hex; it survives both the task-file codec and plain
+JSON text (the ``ANSWER:`` channel) bit for bit; the distractors differ from it; and
+``reference_code`` reproduces it. The machine model is also held to known x86-64 facts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from gym_sysmath.exact import dumps_exact, exact_equal, is_json_primitive_list, loads_exact
+
+from .answers import parse_answer_value, reference_code
+from .catalog import TEMPLATES
+from .machine import CacheGeometry, ctype, misses, simulate, struct_layout
+from .task import CsappTask
+from .taskfile import load_tasks
+from .template import BuildError, instantiate
+
+_HASH_SEEDS = ("1", "2")
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    task_id: str
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """Counts and per-task failures; ``ok`` only when every task and every anchor passed."""
+
+    total: int
+    passed: int
+    failures: tuple[TaskFailure, ...] = ()
+    anchor_failures: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.passed == self.total and not self.anchor_failures
+
+    def summary(self) -> str:
+        return f"{self.passed}/{self.total}"
+
+    def lines(self) -> list[str]:
+        """What a CLI prints: one line per problem, then the ``passed/total`` count."""
+        out = [f"FAIL {f.task_id}: {problem}" for f in self.failures for problem in f.problems]
+        out += [f"FAIL machine anchor: {anchor}" for anchor in self.anchor_failures]
+        return [*out, self.summary()]
+
+
+def machine_anchors() -> list[str]:
+    """Facts of the x86-64 System V ABI and of caches that the machine model must reproduce.
+
+    They pin the layout algorithm and the simulator to independently known numbers, so an
+    error in the model cannot hide behind keys that were computed by that same model.
+    """
+    failures = []
+
+    def size(*specs: str) -> int:
+        return struct_layout([ctype(s) for s in specs]).size
+
+    if size("char", "int", "char") != 12:
+        failures.append("sizeof(struct {char; int; char}) must be 12")
+    if size("int", "char", "char") != 8:
+        failures.append("sizeof(struct {int; char; char}) must be 8")
+    if size("char", "double") != 16 or size("short", "char") != 4:
+        failures.append("struct layout disagrees with the x86-64 ABI on double/short alignment")
+    # int a[4][8] on a 2-set direct-mapped cache of 16-byte blocks: 8 misses row-major, 32 column-major
+    g = CacheGeometry(sets=2, ways=1, block=16)
+    rows = misses(simulate(g, [(i * 8 + j) * 4 for i in range(4) for j in range(8)]))
+    cols = misses(simulate(g, [(i * 8 + j) * 4 for j in range(8) for i in range(4)]))
+    if (rows, cols) != (8, 32):
+        failures.append(f"cache simulator: row/column-major misses are {rows}/{cols}, expected 8/32")
+    return failures
+
+
+def _execute_all(tasks: tuple[CsappTask, ...]) -> dict[str, Any]:
+    """Each task's reference answers, or the error it raised, keyed by task id."""
+    out: dict[str, Any] = {}
+    for task in tasks:
+        template = TEMPLATES.get(task.template)
+        if template is None:
+            out[task.task_id] = {"error": f"unknown template {task.template!r}"}
+            continue
+        try:
+            out[task.task_id] = {
+                "answer": template.reference(task.params),
+                "distractors": [w.answer(task.params) for w in template.wrong],
+            }
+        except Exception as err:  # a reference that raises is a verify failure, not a crash
+            out[task.task_id] = {"error": f"{type(err).__name__}: {err}"}
+    return out
+
+
+def _fresh_runs(path: str | None) -> tuple[list[dict[str, Any] | None], str | None]:
+    """Run the references in two fresh interpreters; their outputs, or why they failed."""
+    command = [sys.executable, "-m", "gym_sysmath.tasks.csapp.verify", "--execute"]
+    if path is not None:
+        command.append(os.fspath(path))
+    runs: list[dict[str, Any] | None] = []
+    for seed in _HASH_SEEDS:
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+        if proc.returncode != 0:
+            return [], f"fresh interpreter (PYTHONHASHSEED={seed}) failed: {proc.stderr.strip()[-500:]}"
+        runs.append(loads_exact(proc.stdout))
+    return runs, None
+
+
+def _check_task(task: CsappTask, runs: list[dict[str, Any] | None]) -> list[str]:
+    problems: list[str] = []
+    template = TEMPLATES.get(task.template)
+    if template is None:
+        return [f"unknown template {task.template!r}"]
+    try:
+        fresh = instantiate(template, task.params, task.task_id)
+    except BuildError as err:
+        return [f"rebuild failed: {err}"]
+    except Exception as err:
+        return [f"reference raised {type(err).__name__}: {err}"]
+    if fresh.category != task.category:
+        problems.append(f"category {task.category!r}, template says {fresh.category!r}")
+    if fresh.instruction != task.instruction:
+        problems.append("instruction differs from the template's rendering")
+    if not exact_equal(fresh.answer, task.answer):
+        problems.append(f"stored key {task.answer!r} differs from the executed key {fresh.answer!r}")
+    if not exact_equal(fresh.distractors, task.distractors):
+        problems.append("stored distractors differ from the executed wrong readings")
+    if not is_json_primitive_list(task.answer):
+        problems.append("key is not a non-empty list of JSON primitives")
+    if any(isinstance(v, str) and v != v.lower() for v in task.answer):
+        problems.append("key holds a hex string that is not lowercase")
+    if not task.distractors:
+        problems.append("no distractors")
+    if any(exact_equal(task.answer, d) for d in task.distractors):
+        problems.append("a distractor equals the key")
+    if not exact_equal(loads_exact(dumps_exact(task.answer)), task.answer):
+        problems.append("key does not survive the task-file codec")
+    try:
+        if not exact_equal(parse_answer_value(json.dumps(task.answer)), task.answer):
+            problems.append("key does not survive plain JSON text (the ANSWER: channel)")
+    except ValueError as err:
+        problems.append(f"key cannot be written as an ANSWER: {err}")
+    namespace: dict[str, Any] = {}
+    exec(reference_code(task), namespace)  # our own generated literal code
+    if not exact_equal(namespace.get("result"), task.answer):
+        problems.append("reference_code does not reproduce the key")
+    outputs = [run.get(task.task_id) if run is not None else None for run in runs]
+    for i, output in enumerate(outputs, 1):
+        if output is None:
+            problems.append(f"fresh run {i}: no result for this task")
+        elif "error" in output:
+            problems.append(f"fresh run {i}: {output['error']}")
+        elif not exact_equal(output["answer"], task.answer):
+            problems.append(f"fresh run {i} gave {output['answer']!r}, not the stored key")
+    if len(outputs) == 2 and outputs[0] is not None and not exact_equal(outputs[0], outputs[1]):
+        problems.append("the two fresh runs disagree (not deterministic)")
+    return problems
+
+
+def verify(path: str | os.PathLike[str] | None = None) -> VerifyReport:
+    """Re-check every task of the shipped file (or of ``path``) independently."""
+    tasks = load_tasks(path)
+    runs, run_error = _fresh_runs(None if path is None else os.fspath(path))
+    failures = []
+    for task in tasks:
+        problems = _check_task(task, runs)
+        if run_error:
+            problems.append(run_error)
+        if problems:
+            failures.append(TaskFailure(task.task_id, tuple(problems)))
+    return VerifyReport(
+        total=len(tasks),
+        passed=len(tasks) - len(failures),
+        failures=tuple(failures),
+        anchor_failures=tuple(machine_anchors()),
+    )
+
+
+def _execute_main(argv: list[str]) -> int:
+    """Child side of the determinism check: print every task's executed answers."""
+    print(dumps_exact(_execute_all(load_tasks(argv[0] if argv else None))))
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["--execute"]:
+        sys.exit("usage: python -m gym_sysmath.tasks.csapp.verify --execute [TASK_FILE]")
+    sys.exit(_execute_main(sys.argv[2:]))
