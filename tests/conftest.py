@@ -3,7 +3,10 @@ missing daemon or image fails the run instead of skipping it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+import time
 
 import pytest
 
@@ -33,3 +36,50 @@ def sandbox(docker_available) -> Sandbox:
     box = Sandbox("docker", pool_size=2)
     yield box
     box.close()
+
+
+@contextlib.contextmanager
+def killing_our_containers(delay_s: float = 0.0):
+    """Keep killing this process's sandbox containers (a real harness failure, retries
+    included) until the block exits."""
+    from gym_sysmath.sandbox import image
+
+    client = image.docker_client()
+    owner = image.owner_label()
+    stop = threading.Event()
+
+    def kill_loop() -> None:
+        time.sleep(delay_s)
+        while not stop.is_set():
+            for container in image.our_containers(client):
+                if container.labels.get(image.LABEL_OWNER) == owner:
+                    with contextlib.suppress(Exception):
+                        container.kill()
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_loop, daemon=True)
+    killer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        killer.join()
+
+
+@contextlib.contextmanager
+def image_withdrawn():
+    """Untag the sandbox image for the block (kept under a spare tag and restored), so no new
+    worker can start: a real, persistent harness failure."""
+    from gym_sysmath.sandbox import image
+
+    client = image.docker_client()
+    tag = image.image_tag()
+    spare_repository, spare_tag = "gym-sysmath-sandbox", "withdrawn-by-test"
+    client.images.get(tag).tag(spare_repository, spare_tag)
+    client.images.remove(tag)
+    try:
+        yield
+    finally:
+        repository, version = tag.split(":")
+        client.images.get(f"{spare_repository}:{spare_tag}").tag(repository, version)
+        client.images.remove(f"{spare_repository}:{spare_tag}")

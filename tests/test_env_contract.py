@@ -8,8 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 
 import gymnasium as gym
 import pytest
@@ -18,6 +16,7 @@ from gymnasium.utils.env_checker import check_env
 import gym_sysmath
 from gym_sysmath.sandbox import SandboxUnavailableError, image
 from gym_sysmath.verdicts import Verdict
+from tests.conftest import killing_our_containers
 
 pytestmark = pytest.mark.docker
 ENV_IDS = gym_sysmath.env_ids()
@@ -117,29 +116,10 @@ def test_step_before_reset_is_refused(csapp_env):
 
 def test_killing_the_container_mid_step_is_a_scoring_error_and_the_next_step_works(docker_available):
     env = gym.make("CsappExact-v0")
-    client = image.docker_client()
-    stop = threading.Event()
-
-    def kill_our_containers() -> None:
-        time.sleep(0.5)
-        while not stop.is_set():  # keep killing, so the retry on a fresh worker fails too
-            for container in image.our_containers(client):
-                if container.labels.get(image.LABEL_OWNER) == image.owner_label():
-                    try:
-                        container.kill()
-                    except Exception:
-                        pass
-            time.sleep(0.05)
-
     try:
         env.reset(seed=0)
-        killer = threading.Thread(target=kill_our_containers)
-        killer.start()
-        try:
+        with killing_our_containers(delay_s=0.5):  # mid-step, and the retry's worker too
             _, reward, terminated, truncated, info = env.step("```python\nimport time\ntime.sleep(3)\n```")
-        finally:
-            stop.set()
-            killer.join()
         assert (reward, terminated, truncated) == (0.0, False, True)
         assert info["verdict"] == "scoring_error"
         assert info["scoring_error"]
