@@ -17,6 +17,7 @@ Decisions, so graders agree on them:
 - A value runs to the end of its line, and on over following lines while brackets are unbalanced,
   so a multi-line matrix is one value. When the line holds nothing after the colon, the value is the
   next non-blank line (code fences skipped).
+- A value that is literally the placeholder ``<value>`` restates the instructions; it is dropped.
 """
 
 from __future__ import annotations
@@ -35,9 +36,7 @@ MAX_VALUE_CHARS = 20_000
 MAX_VALUE_LINES = 64
 
 _THINK_TAG = re.compile(r"<(/?)think(?:ing)?\s*>", re.IGNORECASE)
-_ANSWER_LINE = re.compile(
-    r"^[ \t>#*_\-+]*(?:final[ \t]+)?answer[ \t]*[*_]*[ \t]*:(?P<value>.*)$", re.IGNORECASE
-)
+_ANSWER_LINE = re.compile(r"^[ \t>#*_\-+]*(?:final[ \t]+)?answer[ \t]*[*_]*[ \t]*:(?P<value>.*)$", re.IGNORECASE)
 _FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[\w+-]*[ \t]*$")
 _DECORATION_ONLY = re.compile(r"^[\s*_`$]*$")
 _OPENERS = "[({"
@@ -47,6 +46,7 @@ _ENV_END = re.compile(r"\\end\s*\{")
 _WRAPPER_COMMAND = re.compile(r"^\\(?:boxed|fbox|text|textbf|textrm|mathrm|mathbf|mbox)\s*\{")
 _DELIMITER_PAIRS = (("\\(", "\\)"), ("\\[", "\\]"), ('"', '"'), ("'", "'"))
 _EDGE_CHARS = " \t\r\n*_`$"
+_PLACEHOLDER = "<value>"
 
 
 def strip_think(text: str) -> str:
@@ -107,7 +107,9 @@ def find_answers(text: str) -> list[str]:
             if not _FENCE_LINE.match(lines[i]):
                 parts.append(lines[i])
             i += 1
-        values.append("\n".join(parts)[:MAX_VALUE_CHARS].strip())
+        value = "\n".join(parts)[:MAX_VALUE_CHARS].strip()
+        if unwrap(value).lower() != _PLACEHOLDER:
+            values.append(value)
     return values
 
 

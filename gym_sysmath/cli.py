@@ -8,7 +8,6 @@ import sys
 
 VERIFIERS = {
     "csapp": "gym_sysmath.tasks.csapp.build",
-    "linalg": "gym_sysmath.tasks.linalg.build",
 }
 
 

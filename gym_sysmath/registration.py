@@ -18,7 +18,6 @@ class EnvEntry:
 
 ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("CsappExact-v0", "gym_sysmath.envs.csapp:CsappExactEnv"),
-    EnvEntry("LinearAlgebra-v0", "gym_sysmath.envs.linalg:LinearAlgebraEnv"),
 )
 
 
