@@ -50,6 +50,11 @@ COMPILERS = {
     "rust": ("main.rs", ["rustc", "--edition", "2021", "-O", "-o", "prog", "main.rs"]),
 }
 
+#: Imported once by the supervisor so that forked jobs get them for free (and so that, under
+#: the process backend, they work even where the job's uid cannot read the interpreter's files).
+PRELOADED_MODULES = ("collections", "decimal", "fractions", "functools", "itertools", "math", "random",
+                     "re", "statistics", "string")
+
 MEMORY_ERROR_MARKERS = (b"MemoryError", b"std::bad_alloc", b"memory allocation of")
 
 
@@ -168,6 +173,13 @@ def _write_files(files: dict) -> None:
             handle.write(content)
 
 
+def _job_path() -> list[str]:
+    """The job's import path: its scratch dir first, then the interpreter's own, without the
+    supervisor's directory."""
+    own = os.path.dirname(os.path.abspath(__file__))
+    return [os.getcwd(), *[p for p in sys.path if p and os.path.abspath(p) != own]]
+
+
 def _reopen_std_streams() -> None:
     sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
@@ -187,7 +199,7 @@ def _run_python_in_child(source: str, filename: str, argv: list[str]) -> int:
     """Execute Python source in this already-warm interpreter (the fork fast path)."""
     _reopen_std_streams()
     sys.argv = [filename, *argv]
-    sys.path[:] = [os.getcwd(), *[p for p in sys.path if p and p.startswith("/usr")]]
+    sys.path[:] = _job_path()
     namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": builtins}
     code = 0
     try:
@@ -442,7 +454,7 @@ def _session_worker(ctrl_fd: int, status_fd: int) -> None:
     """Long-lived REPL loop in the session child: globals survive across turns."""
     _reopen_std_streams()
     sys.argv = ["session"]
-    sys.path[:] = [os.getcwd(), *[p for p in sys.path if p and p.startswith("/usr")]]
+    sys.path[:] = _job_path()
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     turn = 0
     while True:
@@ -828,6 +840,8 @@ def main(argv: list[str]) -> int:
     os.set_inheritable(in_fd, False)
     os.set_inheritable(out_fd, False)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    for module in PRELOADED_MODULES:
+        __import__(module)
     os.makedirs(scratch, exist_ok=True)
     supervisor = Supervisor(scratch, uid_base)
     try:
