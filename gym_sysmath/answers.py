@@ -47,6 +47,7 @@ _WRAPPER_COMMAND = re.compile(r"^\\(?:boxed|fbox|text|textbf|textrm|mathrm|mathb
 _DELIMITER_PAIRS = (("\\(", "\\)"), ("\\[", "\\]"), ('"', '"'), ("'", "'"))
 _EDGE_CHARS = " \t\r\n*_`$"
 _PLACEHOLDER = "<value>"
+_MAX_UNWRAP = 16
 
 
 def strip_think(text: str) -> str:
@@ -108,7 +109,7 @@ def find_answers(text: str) -> list[str]:
                 parts.append(lines[i])
             i += 1
         value = "\n".join(parts)[:MAX_VALUE_CHARS].strip()
-        if unwrap(value).lower() != _PLACEHOLDER:
+        if _PLACEHOLDER not in value.lower() or unwrap(value).lower() != _PLACEHOLDER:
             values.append(value)
     return values
 
@@ -134,7 +135,9 @@ def unwrap(value: str) -> str:
     A trailing sentence full stop, comma or semicolon is dropped too.
     """
     previous = None
-    while value != previous:
+    for _ in range(_MAX_UNWRAP):  # nobody nests more wrappers than this; hostile input stops here
+        if value == previous:
+            break
         previous = value
         value = value.strip(_EDGE_CHARS).rstrip(".,;").strip(_EDGE_CHARS)
         for left, right in _DELIMITER_PAIRS:
@@ -174,11 +177,18 @@ def choose_answer(
     """
     if not values:
         return AnswerChoice("missing", None, None, 0)
-    parsed = [normalise(raw) for raw in values]
-    readable = [value for value in parsed if value is not None]
-    if not readable:
+    first: T | None = None
+    unreadable = False
+    for raw in dict.fromkeys(values):  # each distinct text once: a flood of copies costs one parse
+        value = normalise(raw)
+        if value is None:
+            unreadable = True
+        elif first is None:
+            first = value
+        elif not same(first, value):
+            return AnswerChoice("several", None, values[0], len(values))
+        if first is not None and unreadable:
+            return AnswerChoice("several", None, values[0], len(values))
+    if first is None:
         return AnswerChoice("unparseable", None, values[0], len(values))
-    first = readable[0]
-    if len(readable) < len(parsed) or not all(same(first, other) for other in readable[1:]):
-        return AnswerChoice("several", None, values[0], len(values))
     return AnswerChoice("one", first, values[0], len(values))

@@ -8,6 +8,7 @@ import sys
 
 VERIFIERS = {
     "csapp": "gym_sysmath.tasks.csapp.build",
+    "linalg": "gym_sysmath.tasks.linalg.build",
 }
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from gym_sysmath.vector import vector_entry_point
+
 
 @dataclass(frozen=True)
 class EnvEntry:
@@ -18,6 +20,7 @@ class EnvEntry:
 
 ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("CsappExact-v0", "gym_sysmath.envs.csapp:CsappExactEnv"),
+    EnvEntry("LinearAlgebra-v0", "gym_sysmath.envs.linalg:LinearAlgebraEnv"),
 )
 
 
@@ -29,4 +32,4 @@ def register_all() -> None:
     for entry in ENTRIES:
         if entry.env_id not in gym.registry:
             gym.register(id=entry.env_id, entry_point=entry.entry_point, kwargs=dict(entry.kwargs),
-                         disable_env_checker=False)
+                         vector_entry_point=vector_entry_point(entry.entry_point), disable_env_checker=False)

@@ -33,7 +33,7 @@ def supervisor_path() -> str:
 
 def _fresh_uid_base() -> int:
     """Distinct unprivileged uids per worker: RLIMIT_NPROC counts per uid across the host."""
-    return 20000 + 16 * secrets.randbelow(2500)
+    return 20000 + 64 * secrets.randbelow(600)
 
 
 class Worker(ABC):

@@ -700,7 +700,7 @@ def _peak_memory_of(pid: int) -> int:
 class Supervisor:
     """Serves requests one at a time; a container runs one of these under its init."""
 
-    MAX_SESSIONS = 8
+    MAX_SESSIONS = 32
 
     def __init__(self, scratch: str, uid_base: int):
         self.scratch = scratch

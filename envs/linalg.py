@@ -1,0 +1,129 @@
+"""LinearAlgebra-v0: undergraduate linear algebra with a math-aware, hack-resistant grader."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gym_sysmath.actions import CodeAction, FinalAction
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn, format_tool_output
+from gym_sysmath.sandbox import PythonSession
+from gym_sysmath.tasks import linalg
+from gym_sysmath.verdicts import Grade, Verdict
+
+SPLITS = ("eval", "train")
+
+
+class LinearAlgebraEnv(SysmathEnv):
+    """Core undergraduate linear algebra, answered on a final `ANSWER:` line.
+
+    ## Description
+    13 topics (determinant, rank, trace, transpose, dot_product, matvec, matmul, inverse,
+    solve_system, eigenvalue, eigenvector, norm_squared, is_symmetric) at three difficulties.
+    The eval split is a fixed set of 78 problems (13 x 3 x 2); every key was computed by
+    numpy/sympy from seeded integer inputs, exact where the math allows.
+
+    ## Action Space
+    `Text`. Free reasoning ending with `ANSWER: <value>`: a scalar (`6`, `-1/3`, `0.25`), a
+    vector (`[1, 0, -2]`), a matrix (`[[1, 2], [3, 4]]`) or `true`/`false`. With
+    `max_turns > 1`, a ```python block runs in a sandboxed session (numpy and sympy available)
+    and its output is the next observation.
+
+    ## Observation Space
+    `Text`: the problem, then tool output on tool turns.
+
+    ## Rewards
+    1.0 for a correct answer, else 0.0. No ANSWER line scores 0 (no "last number" fallback);
+    several different ANSWER values score 0; a scalar that only echoes a number of the prompt
+    scores 0; `<think>` blocks are ignored. Eigenvectors count up to a nonzero scale,
+    eigenvalues as a multiset; the relative tolerance is per problem.
+
+    ## Starting State
+    `reset(seed=..., options=...)`: `options` may carry `task_id`, `difficulty`, `topics`.
+
+    ## Episode End
+    Terminated after a final action (single-turn by default). Truncated with a
+    `scoring_error` verdict only if the sandbox harness fails on a tool turn.
+
+    ## Arguments
+    - `split`: `"eval"` (default, the fixed 78) or `"train"` (unlimited seeded problems).
+    - `difficulty`, `topics`: filters.
+    - `max_turns`: 1 (default) disables tool turns.
+    - `sandbox`: backend for tool turns.
+
+    `info["format_ok"]` says whether a readable ANSWER value was found.
+
+    Examples:
+        >>> import gymnasium as gym, gym_sysmath
+        >>> env = gym.make("LinearAlgebra-v0")
+        >>> prompt, info = env.reset(seed=0)
+    """
+
+    family = "linalg"
+    default_max_turns = 1
+
+    def __init__(self, *, split: str = "eval", difficulty: str | None = None,
+                 topics: Sequence[str] | None = None, max_turns: int | None = None, sandbox: str = "docker",
+                 pool_size: int | None = None, render_mode: str | None = None):
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        self.difficulty = difficulty
+        self.topics = tuple(topics) if topics else None
+        self._problems = {p.problem_id: p for p in linalg.load_problems(difficulty=difficulty, topics=self.topics)}
+        self._all = {p.problem_id: p for p in linalg.load_problems()}
+        self._problem: linalg.LinalgProblem | None = None
+        self._session: PythonSession | None = None
+        super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
+                         render_mode=render_mode)
+
+    def _needs_sandbox(self) -> bool:
+        return self.max_turns > 1
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        return () if self.split == "train" else tuple(self._problems)
+
+    def _select_task(self, options: Mapping[str, Any]) -> Task:
+        difficulty = options.get("difficulty", self.difficulty)
+        topics = options.get("topics", self.topics)
+        if "task_id" in options:
+            problem = self._all.get(options["task_id"])
+            if problem is None:
+                raise ValueError(f"unknown task_id {options['task_id']!r}; see env.unwrapped.task_ids")
+        elif self.split == "train":
+            problem = linalg.generate_problem(self.np_random, difficulty=difficulty, topics=topics)
+        else:
+            candidates = [p.problem_id for p in linalg.load_problems(difficulty=difficulty, topics=topics)]
+            problem = self._all[self._choose(candidates)]
+        self._problem = problem
+        prompt = problem.prompt
+        if self.max_turns > 1:
+            prompt += (f"\n\nYou may run Python (numpy and sympy available) by replying with a ```python "
+                       f"block, up to {self.max_turns - 1} times; your final reply must hold the ANSWER line.")
+        return Task(problem.problem_id, self.family, prompt, problem.answer,
+                    {"topic": problem.topic, "difficulty": problem.difficulty, "split": self.split})
+
+    def _on_code(self, action: CodeAction) -> ToolTurn | Grade:
+        if self.max_turns == 1 or self.turn >= self.max_turns or action.language != "python":
+            return self._grade_final(FinalAction(action.text))
+        if self._session is None:
+            self._session = self.sandbox.open_session()
+        restarts = self._session.restarts
+        result = self._session.run(action.code)
+        return ToolTurn(format_tool_output(result, self.turn, self.max_turns, self._session.restarts > restarts),
+                        {"execution": result.status})
+
+    def _grade_final(self, action: FinalAction) -> Grade:
+        assert self._problem is not None
+        outcome = linalg.grade(self._problem, action.text)
+        return Grade(Verdict(outcome.verdict), outcome.detail, {"format_ok": outcome.format_ok})
+
+    def _end_episode(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+
+    def reference_action(self) -> str:
+        if self._problem is None:
+            raise RuntimeError("call reset() first")
+        return linalg.reference_response(self._problem)
