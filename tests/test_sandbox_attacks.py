@@ -171,3 +171,35 @@ def test_session_loop_times_out_and_the_next_turn_starts_fresh(sandbox):
         assert session.run("print('kept' in globals())").stdout == "False\n"
     finally:
         session.close()
+
+
+def test_identical_resubmission_reuses_the_cached_build(sandbox):
+    source = '#include <bits/stdc++.h>\nint main(){ long n; std::cin >> n; std::cout << n * 2 << "\\n"; }'
+    first = sandbox.run(Job("cpp", {"main.cpp": source}, stdin="21"))
+    second = sandbox.run(Job("cpp", {"main.cpp": source}, stdin="50"))
+    assert (first.stdout, second.stdout) == ("42\n", "100\n")
+    assert first.compile is not None and not first.compile.cached
+    assert second.compile is not None and second.compile.cached
+    changed = sandbox.run(Job("cpp", {"main.cpp": source.replace("* 2", "* 3")}, stdin="2"))
+    assert changed.stdout == "6\n" and not changed.compile.cached
+
+
+def test_failed_compile_is_cached_as_a_compile_error(sandbox):
+    source = "int main() { return missing_symbol_x; }"
+    first = sandbox.run(Job("cpp", {"main.cpp": source}))
+    second = sandbox.run(Job("cpp", {"main.cpp": source}))
+    assert first.status == second.status == "compile_error"
+    assert "missing_symbol_x" in second.stderr and second.compile.cached
+
+
+def test_jobs_cannot_tamper_with_the_build_cache(sandbox):
+    sandbox.run(Job("rust", {"main.rs": 'fn main() { println!("honest"); }'}))
+    code = ("import os, glob\n"
+            "hits = glob.glob('/scratch/.build-cache/*/prog')\n"
+            "for path in hits:\n"
+            "    try:\n        open(path, 'wb').write(b'#!/bin/sh\\necho pwned\\n')\n"
+            "    except OSError as exc:\n        print('refused', type(exc).__name__)\n")
+    attack = sandbox.run(python(code))
+    assert "pwned" not in attack.stdout
+    again = sandbox.run(Job("rust", {"main.rs": 'fn main() { println!("honest"); }'}))
+    assert again.stdout == "honest\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,8 @@ class Job:
     stdin: str = ""
     limits: Limits = field(default_factory=Limits)
     compile_limits: Limits = COMPILE_LIMITS
+    #: Reuse a binary compiled earlier from identical sources (the workers keep a build cache).
+    cache: bool = True
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
@@ -75,7 +78,18 @@ class Job:
             "stdin": self.stdin,
             "limits": self.limits.to_wire(),
             "compile_limits": self.compile_limits.to_wire(),
+            "cache": self.cache,
         }
+
+    @property
+    def build_key(self) -> str | None:
+        """Identity of what a compiled job builds, for routing it to the worker that has it cached."""
+        if self.language == "python":
+            return None
+        digest = hashlib.sha256(self.language.encode())
+        for name in sorted(self.files):
+            digest.update(b"\0" + name.encode() + b"\1" + self.files[name].encode())
+        return digest.hexdigest()
 
     @property
     def request_timeout_s(self) -> float:
@@ -99,6 +113,8 @@ class ExecutionResult:
     cpu_s: float = 0.0
     peak_memory_bytes: int = 0
     compile: ExecutionResult | None = None
+    #: Compile stages only: the binary came from the worker's build cache.
+    cached: bool = False
     #: Session turns only: whether the fetched variable existed, and its decoded value.
     defined: bool = False
     value: Any = None
@@ -127,6 +143,7 @@ class ExecutionResult:
                 cpu_s=float(data.get("cpu_s", 0.0)),
                 peak_memory_bytes=int(data.get("peak_memory_bytes", 0)),
                 compile=cls.from_wire(compiled) if compiled else None,
+                cached=bool(data.get("cached")),
                 defined=bool(data.get("defined")),
                 value=decode_value(data.get("value")),
                 session_ended=bool(data.get("session_ended")),

@@ -46,6 +46,7 @@ class Sandbox:
         self._starting = 0
         self._cond = threading.Condition()
         self._closed = False
+        self._builders: dict[str, Worker] = {}  # build key -> the worker whose cache holds it
         self._factory = self._make_factory()
         self._finalizer = weakref.finalize(self, _destroy_all, self._idle, self._busy)
 
@@ -62,11 +63,15 @@ class Sandbox:
 
     # ------------------------------------------------------------------ pool
 
-    def _acquire(self, pinned: Worker | None = None) -> Worker:
+    def _acquire(self, pinned: Worker | None = None, prefer: Worker | None = None) -> Worker:
         with self._cond:
             while True:
                 if self._closed:
                     raise SandboxError("sandbox_closed", "the sandbox was closed")
+                if prefer is not None and prefer in self._idle:
+                    self._idle.remove(prefer)
+                    self._busy.add(prefer)
+                    return prefer
                 if pinned is not None:
                     if pinned.broken:
                         raise SandboxError("worker_died", f"{pinned.name} is gone")
@@ -107,9 +112,9 @@ class Sandbox:
         for worker in started:
             self._release(worker)
 
-    def _request(self, message: dict[str, Any], timeout_s: float, pinned: Worker | None = None
-                 ) -> tuple[Worker, dict[str, Any]]:
-        worker = self._acquire(pinned)
+    def _request(self, message: dict[str, Any], timeout_s: float, pinned: Worker | None = None,
+                 prefer: Worker | None = None) -> tuple[Worker, dict[str, Any]]:
+        worker = self._acquire(pinned, prefer)
         try:
             return worker, worker.request(message, timeout_s)
         finally:
@@ -120,15 +125,21 @@ class Sandbox:
     def run(self, job: Job) -> ExecutionResult:
         """Run one job; retried once on a fresh worker if the harness fails."""
         message = {"op": "run", "job": job.to_wire()}
+        key = job.build_key
         try:
-            _, reply = self._request(message, job.request_timeout_s)
+            worker, reply = self._request(message, job.request_timeout_s, prefer=self._builders.get(key))
         except SandboxError as first:
             if first.cause == "sandbox_closed":
                 raise
             try:
-                _, reply = self._request(message, job.request_timeout_s)
+                worker, reply = self._request(message, job.request_timeout_s)
             except SandboxError as second:
                 raise SandboxError(second.cause, f"{second.detail} (after a retry; first: {first})") from second
+        if key is not None:
+            self._builders.pop(key, None)
+            self._builders[key] = worker
+            while len(self._builders) > 4096:
+                self._builders.pop(next(iter(self._builders)))
         return ExecutionResult.from_wire(reply.get("result") or {})
 
     def fork_floor(self, code: str) -> float:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import builtins
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import resource
@@ -45,8 +46,10 @@ JOB_ENV = {
     "MKL_NUM_THREADS": "1",
 }
 
+#: Where the image keeps a precompiled <bits/stdc++.h> built with exactly the C++ flags below.
+PCH_DIR = "/opt/gym-sysmath/pch"
 COMPILERS = {
-    "cpp": ("main.cpp", ["g++", "-std=c++20", "-O2", "-pipe", "-o", "prog", "main.cpp"]),
+    "cpp": ("main.cpp", ["g++", "-std=c++20", "-O2", "-pipe", f"-I{PCH_DIR}", "-o", "prog", "main.cpp"]),
     "rust": ("main.rs", ["rustc", "--edition", "2021", "-O", "-o", "prog", "main.rs"]),
 }
 
@@ -156,6 +159,7 @@ def _enter_sandbox(uid: int, workdir: str, limits: dict, stdio: tuple[int, int, 
     _make_oom_preferred()
     _drop_privileges(uid)
     os.chdir(workdir)
+    os.umask(0o022)
     _apply_rlimits(limits)
     os.environ.clear()
     os.environ.update(JOB_ENV)
@@ -388,8 +392,10 @@ def _kill_group(pid: int) -> None:
 
 
 def _prepare_workdir(uid: int, workdir: str) -> None:
-    """A fresh private dir owned by the job's uid (the scratch root itself is root's)."""
-    os.mkdir(workdir, 0o700)
+    """A fresh dir owned by the job's uid (the scratch root itself is root's). Mode 0711 lets
+    the supervisor fetch a compiled binary for the build cache; the name is unguessable and
+    the scratch root is not listable."""
+    os.mkdir(workdir, 0o711)
     if IS_ROOT:
         os.chown(workdir, uid, uid)
 
@@ -695,6 +701,69 @@ def _peak_memory_of(pid: int) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- build cache
+
+class BuildCache:
+    """Compiled programs keyed by a hash of (language, compiler command, toolchain, sources).
+
+    RL rollouts resubmit identical code often; a hit skips the compiler. Entries live in a
+    root-owned dir that jobs can execute from but not write to. A failed compile is cached
+    too (its diagnostics), since it would fail the same way again.
+    """
+
+    def __init__(self, root: str, capacity: int = 64):
+        self.root = root
+        self.capacity = capacity
+        self.entries: dict[str, dict] = {}  # insertion order doubles as LRU order
+        self._toolchains: dict[str, str] = {}
+
+    def _toolchain(self, compiler: str) -> str:
+        if compiler not in self._toolchains:
+            path = shutil.which(compiler, path=JOB_ENV["PATH"]) or compiler
+            try:
+                info = os.stat(os.path.realpath(path))
+                self._toolchains[compiler] = f"{os.path.realpath(path)}:{info.st_size}:{info.st_mtime_ns}"
+            except OSError:
+                self._toolchains[compiler] = path
+        return self._toolchains[compiler]
+
+    def key(self, language: str, argv: list[str], files: dict) -> str:
+        digest = hashlib.sha256()
+        for part in (language, "\0".join(argv), self._toolchain(argv[0])):
+            digest.update(part.encode() + b"\1")
+        for name in sorted(files):
+            digest.update(name.encode() + b"\2" + files[name].encode() + b"\3")
+        return digest.hexdigest()[:32]
+
+    def get(self, key: str) -> dict | None:
+        entry = self.entries.pop(key, None)
+        if entry is None:
+            return None
+        if entry.get("binary") and not os.path.exists(entry["binary"]):
+            return None
+        self.entries[key] = entry
+        return entry
+
+    def put(self, key: str, compiled: dict, workdir: str) -> dict:
+        entry = {"compile": compiled, "binary": None}
+        if compiled["status"] == "ok":
+            folder = os.path.join(self.root, key)
+            os.makedirs(folder, mode=0o755, exist_ok=True)
+            target = os.path.join(folder, "prog")
+            try:
+                shutil.copyfile(os.path.join(workdir, "prog"), target)
+                os.chmod(target, 0o755)
+            except OSError:
+                return entry  # the job removed or hid its binary: just don't cache it
+            entry["binary"] = target
+        self.entries[key] = entry
+        while len(self.entries) > self.capacity:
+            old_key, _ = next(iter(self.entries.items()))
+            self.entries.pop(old_key)
+            shutil.rmtree(os.path.join(self.root, old_key), ignore_errors=True)
+        return entry
+
+
 # --------------------------------------------------------------------------- the service
 
 class Supervisor:
@@ -707,6 +776,7 @@ class Supervisor:
         self.uid_base = uid_base
         self.sessions: dict[str, Session] = {}
         self.jobs_run = 0
+        self.builds = BuildCache(os.path.join(scratch, ".build-cache"))
 
     def _fresh_name(self, kind: str) -> str:
         return f"{kind}-{os.urandom(8).hex()}"
@@ -751,27 +821,37 @@ class Supervisor:
                 runner = StageRunner(uid, workdir, limits)
                 return runner.run(python=source, files=files, stdin=stdin)
             if language in COMPILERS:
-                _, compile_argv = COMPILERS[language]
-                compile_limits = _limits(job.get("compile_limits") or {"wall_s": 60, "cpu_s": 60,
-                                                                     "memory_bytes": 4 * 1024**3,
-                                                                     "stdout_bytes": 64 * 1024,
-                                                                     "stderr_bytes": 64 * 1024})
-                compiled = StageRunner(uid, workdir, compile_limits).run(argv=compile_argv, files=files)
-                if compiled["status"] != "ok":
-                    failed = dict(compiled)
-                    if compiled["status"] in ("runtime_error",):
-                        failed["status"] = "compile_error"
-                    failed["compile"] = compiled
-                    return failed
-                runner = StageRunner(uid, workdir, limits)
-                result = runner.run(argv=["./prog", *job.get("argv", [])], stdin=stdin)
-                result["compile"] = compiled
-                return result
+                return self._compile_and_run(job, language, files, stdin, limits, uid, workdir)
             if language == "exec":
                 return StageRunner(uid, workdir, limits).run(argv=job["argv"], files=files, stdin=stdin)
             raise ValueError(f"unknown language {language!r}")
         finally:
             _purge_uid(uid, workdir)
+
+    def _compile_and_run(self, job: dict, language: str, files: dict, stdin: bytes, limits: dict,
+                         uid: int, workdir: str) -> dict:
+        _, compile_argv = COMPILERS[language]
+        compile_limits = _limits(job.get("compile_limits") or {"wall_s": 60, "cpu_s": 60,
+                                                             "memory_bytes": 4 * 1024**3,
+                                                             "stdout_bytes": 64 * 1024,
+                                                             "stderr_bytes": 64 * 1024})
+        key = self.builds.key(language, compile_argv, files)
+        entry = self.builds.get(key) if job.get("cache", True) else None
+        if entry is None:
+            compiled = StageRunner(uid, workdir, compile_limits).run(argv=compile_argv, files=files)
+            if compiled["status"] == "runtime_error":
+                compiled["status"] = "compile_error"
+            entry = self.builds.put(key, compiled, workdir) if compiled["status"] in ("ok", "compile_error") \
+                else {"compile": compiled, "binary": None}
+            compiled = dict(compiled, cached=False)
+        else:
+            compiled = dict(entry["compile"], cached=True, wall_s=0.0, cpu_s=0.0)
+        if compiled["status"] != "ok":
+            return dict(compiled, compile=compiled)
+        program = entry["binary"] or "./prog"
+        result = StageRunner(uid, workdir, limits).run(argv=[program, *job.get("argv", [])], stdin=stdin)
+        result["compile"] = compiled
+        return result
 
     def session_open(self, limits: dict) -> dict:
         if len(self.sessions) >= self.MAX_SESSIONS:
@@ -844,6 +924,7 @@ def main(argv: list[str]) -> int:
         __import__(module)
     os.makedirs(scratch, exist_ok=True)
     supervisor = Supervisor(scratch, uid_base)
+    os.makedirs(supervisor.builds.root, mode=0o755, exist_ok=True)
     try:
         serve(in_fd, out_fd, supervisor)
     except OSError as exc:
