@@ -74,7 +74,10 @@ class SysmathVectorEnv(VectorEnv):
     def step(self, actions: Sequence[str]):
         if len(actions) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
-        results = list(self._threads.map(self._step_one, range(self.num_envs), actions))
+        if self.num_envs == 1:  # no thread hop for a single env
+            results = [self._step_one(0, actions[0])]
+        else:
+            results = list(self._threads.map(self._step_one, range(self.num_envs), actions))
         infos: dict[str, Any] = {}
         for index, (*_, info) in enumerate(results):
             infos = self._add_info(infos, info, index)
