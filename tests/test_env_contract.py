@@ -224,3 +224,27 @@ def test_process_backend_runs_code_actions():
         assert observation.startswith("43")
     finally:
         env.close()
+
+
+def test_async_vector_env_beside_a_live_env_leaves_it_working(docker_available):
+    parent = gym.make("CsappExact-v0")
+    try:
+        parent.reset(seed=0)
+        assert parent.step(CODE)[0].startswith("hello")
+        client = image.docker_client()
+        mine = {c.id for c in image.our_containers(client) if c.labels[image.LABEL_OWNER] == image.owner_label()}
+        envs = gym.make_vec("CsappExact-v0", num_envs=2, vectorization_mode="async")
+        try:
+            envs.reset(seed=0)
+            observations, *_ = envs.step([CODE] * 2)
+            assert all(obs.startswith("hello") for obs in observations)
+            child_pids = {str(process.pid) for process in envs.processes}
+            owners = {c.labels[image.LABEL_OWNER].split(":")[1] for c in image.our_containers(client)}
+            assert child_pids <= owners, "each worker process must run its own pool, not the parent's sockets"
+        finally:
+            envs.close()
+        still = {c.id for c in image.our_containers(client) if c.labels[image.LABEL_OWNER] == image.owner_label()}
+        assert mine and mine <= still, "forked children must not remove the parent's containers"
+        assert parent.step(CODE)[0].startswith("hello")
+    finally:
+        parent.close()

@@ -49,6 +49,7 @@ class Sandbox:
         self._builders: dict[str, Worker] = {}  # build key -> the worker whose cache holds it
         self._factory = self._make_factory()
         self._finalizer = weakref.finalize(self, _destroy_all, self._idle, self._busy)
+        _all_sandboxes.add(self)
 
     def _make_factory(self) -> Callable[[], Worker]:
         if self.backend == "process":
@@ -170,6 +171,18 @@ class Sandbox:
         return self._closed
 
 
+def _forget_after_fork(self: Sandbox) -> None:
+    """In a forked child (AsyncVectorEnv workers, multiprocessing): the parent's workers are
+    not ours. Drop them without destroying them, so neither side breaks the other."""
+    self._finalizer.detach()
+    self._idle, self._busy = [], set()
+    self._cond = threading.Condition()
+    self._closed = True
+
+
+_all_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+
+
 def _destroy_all(idle: list[Worker], busy: set[Worker]) -> None:
     for worker in [*idle, *busy]:
         worker.destroy()
@@ -274,6 +287,17 @@ def release_shared(sandbox: Sandbox) -> None:
                     _shared[key] = (shared, count - 1)
                 return
     sandbox.close()
+
+
+def _after_fork_in_child() -> None:
+    global _shared_lock
+    _shared_lock = threading.Lock()
+    _shared.clear()
+    for sandbox in list(_all_sandboxes):
+        _forget_after_fork(sandbox)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
