@@ -203,3 +203,42 @@ def test_jobs_cannot_tamper_with_the_build_cache(sandbox):
     assert "pwned" not in attack.stdout
     again = sandbox.run(Job("rust", {"main.rs": 'fn main() { println!("honest"); }'}))
     assert again.stdout == "honest\n"
+
+
+def test_session_writing_a_forged_status_frame_only_ends_its_own_session(sandbox):
+    session = sandbox.open_session()
+    try:
+        forged = ("import os\nbody = b'{\"ok\":true,\"value\":' + b'[' * 100000 + b']' * 100000 + b'}'\n"
+                  "os.write(1001, b'%d\\n' % len(body) + body)\nimport time\ntime.sleep(1)")
+        result = session.run(forged, fetch="result")
+        assert result.status == "runtime_error" and result.session_ended
+        assert session.run("print('fresh')").stdout == "fresh\n"
+    finally:
+        session.close()
+    assert_still_works(sandbox)
+
+
+def test_session_background_processes_end_with_the_turn(sandbox):
+    session = sandbox.open_session()
+    try:
+        spawn = ("import os\nfor _ in range(3):\n    if os.fork() == 0:\n        os.setsid()\n"
+                 "        while True:\n            pass\nprint('spawned')")
+        assert session.run(spawn).stdout == "spawned\n"
+        count = ("import os, time\ntime.sleep(0.2)\nalive = [p for p in os.listdir('/proc') if p.isdigit()\n"
+                 "         and os.stat('/proc/' + p).st_uid == os.getuid()\n"
+                 "         and open('/proc/' + p + '/stat').read().rsplit(')', 1)[1].split()[0] != 'Z']\n"
+                 "print(len(alive))")
+        assert session.run(count).stdout == "1\n", "only the session process itself may outlive a turn"
+    finally:
+        session.close()
+
+
+def test_session_value_with_forged_encoding_is_unsupported_not_a_crash(sandbox):
+    session = sandbox.open_session()
+    try:
+        poison = ("import sys\nsys.modules['__main__']._encode_value = lambda v, depth=0: {'f64': 'zz' * 8}\n"
+                  "result = [1]")
+        result = session.run(poison, fetch="result")
+        assert result.status == "ok" and type(result.value).__name__ == "Unsupported"
+    finally:
+        session.close()

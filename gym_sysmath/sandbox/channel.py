@@ -109,7 +109,7 @@ class FrameReader:
                     del self.buffer[:end]
                     try:
                         message = json.loads(body)
-                    except ValueError as exc:
+                    except (ValueError, RecursionError) as exc:
                         raise SandboxError("protocol_error", f"undecodable frame: {exc}") from exc
                     if not isinstance(message, dict):
                         raise SandboxError("protocol_error", "frame is not an object")

@@ -179,7 +179,11 @@ def decode_value(wire: Any) -> Any:
     if isinstance(wire, list):
         return [decode_value(item) for item in wire]
     if isinstance(wire, dict):
-        if set(wire) == {"f64"} and isinstance(wire["f64"], str) and len(wire["f64"]) == 16:
-            return struct.unpack(">d", bytes.fromhex(wire["f64"]))[0]
-        return Unsupported(str(wire.get("unsupported", "object")))
+        bits = wire.get("f64")
+        if set(wire) == {"f64"} and isinstance(bits, str) and len(bits) == 16:
+            try:
+                return struct.unpack(">d", bytes.fromhex(bits))[0]
+            except ValueError:
+                return Unsupported("malformed float")
+        return Unsupported(str(wire.get("unsupported", "object"))[:100])
     return wire

@@ -156,14 +156,15 @@ def build_image(client: Any, *, bootstrap: bool = False, force: bool = False,
         log(status.describe())
         return status
     mirror = mirror or host_mirror()
-    base = BASE_IMAGE_REGISTRY
-    if bootstrap:
+    try:  # a base made by an earlier --bootstrap is used even without the flag
+        client.images.get(BASE_IMAGE_BOOTSTRAP)
         base = BASE_IMAGE_BOOTSTRAP
-        try:
-            client.images.get(base)
-            log(f"base image {base} present")
-        except docker.errors.ImageNotFound:
+        log(f"base image {base} present")
+    except docker.errors.ImageNotFound:
+        base = BASE_IMAGE_REGISTRY
+        if bootstrap:
             bootstrap_base(client, mirror, log)
+            base = BASE_IMAGE_BOOTSTRAP
     with tempfile.TemporaryDirectory(prefix="gym-sysmath-context-") as context:
         for name, data in _context_files().items():
             with open(os.path.join(context, name), "wb") as handle:

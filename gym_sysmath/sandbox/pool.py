@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +54,10 @@ class Sandbox:
 
     def _make_factory(self) -> Callable[[], Worker]:
         if self.backend == "process":
+            warnings.warn(
+                "sandbox='process' runs code as host processes: no network or filesystem isolation, so code "
+                "can read files on this machine (task files included). Use it for notebooks and debugging, "
+                "not for rewards you train on; the Docker backend isolates.", UserWarning, stacklevel=4)
             return ProcessWorker
         from gym_sysmath.sandbox import image
 
@@ -224,6 +229,7 @@ class PythonSession:
         return ExecutionResult.from_wire(raw)
 
     def _rebuild(self) -> None:
+        self.close()  # best effort: the old worker may still be alive with our processes in it
         self._worker = self._name = None
         for past in self.history:
             self._turn(past, None)
@@ -251,7 +257,6 @@ class PythonSession:
     def close(self) -> None:
         worker, name = self._worker, self._name
         self._worker = self._name = None
-        self.history = []
         if worker is not None and not worker.broken and not self.sandbox.closed:
             try:
                 self.sandbox._request({"op": "session_close", "session": name}, 30.0, pinned=worker)

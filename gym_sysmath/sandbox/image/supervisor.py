@@ -456,6 +456,14 @@ def _encode_value(value, depth: int = 0):
     return {"unsupported": type(value).__name__}
 
 
+def _reap_children() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
 def _session_worker(ctrl_fd: int, status_fd: int) -> None:
     """Long-lived REPL loop in the session child: globals survive across turns."""
     _reopen_std_streams()
@@ -467,6 +475,7 @@ def _session_worker(ctrl_fd: int, status_fd: int) -> None:
         request = read_frame(ctrl_fd)
         if request is None:
             os._exit(0)
+        _reap_children()  # stragglers of the last turn were killed by the supervisor
         turn += 1
         ok = True
         try:
@@ -591,7 +600,7 @@ class Session:
             self._terminate(f"the session ended with {verdict}")
             result["session_ended"] = True
             return result
-        if not isinstance(reply, dict) or "ok" not in reply:
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             result["status"] = "runtime_error"
             result["stderr"] += "\nsandbox: the session broke its reply protocol\n"
             self._terminate("protocol violated by the session")
@@ -600,9 +609,21 @@ class Session:
         result["status"] = "ok" if reply["ok"] else "runtime_error"
         result["exit_code"] = 0 if reply["ok"] else 1
         if fetch:
-            result["defined"] = bool(reply.get("defined"))
-            result["value"] = reply.get("value")
+            result["defined"] = reply.get("defined") is True
+            result["value"] = _sanitize_value(reply.get("value"))
+        self._kill_stragglers()
         return result
+
+    def _kill_stragglers(self) -> None:
+        """A turn's background processes end with the turn: only the session process stays."""
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == self.pid:
+                continue
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == self.uid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
 
     def _discard_pending_output(self) -> None:
         for fd in (self.out_r, self.err_r):
@@ -653,7 +674,11 @@ class Session:
         self._terminate("closed")
 
 
-def _try_parse_frame(buffer: bytearray):
+SESSION_REPLY_MAX_BYTES = 8 * 1024 * 1024
+
+
+def _try_parse_frame(buffer: bytearray, max_size: int = SESSION_REPLY_MAX_BYTES):
+    """Parse a frame written by untrusted code: anything malformed is a protocol violation."""
     newline = buffer.find(b"\n")
     if newline < 0:
         if len(buffer) > 20:
@@ -663,15 +688,31 @@ def _try_parse_frame(buffer: bytearray):
         size = int(buffer[:newline])
     except ValueError:
         return {"protocol": "bad header"}, bytearray()
-    if size < 0 or size > MAX_FRAME_BYTES:
+    if size < 0 or size > max_size:
         return {"protocol": "bad size"}, bytearray()
     end = newline + 1 + size
     if len(buffer) < end:
         return None, buffer
     try:
         return json.loads(bytes(buffer[newline + 1:end])), buffer[end:]
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"protocol": "bad json"}, bytearray()
+
+
+def _sanitize_value(value, depth: int = 0):
+    """Re-check a session's reported value: only the wire forms _encode_value makes pass."""
+    if value is None or isinstance(value, (bool, str)) or type(value) is int:
+        return value
+    if type(value) is list:
+        if depth >= 32:
+            return {"unsupported": "nesting too deep"}
+        return [_sanitize_value(item, depth + 1) for item in value]
+    if type(value) is dict and set(value) == {FLOAT_TAG} and isinstance(value[FLOAT_TAG], str) \
+            and len(value[FLOAT_TAG]) == 16 and all(ch in "0123456789abcdef" for ch in value[FLOAT_TAG]):
+        return value
+    if type(value) is dict and set(value) == {"unsupported"} and isinstance(value["unsupported"], str):
+        return {"unsupported": value["unsupported"][:100]}
+    return {"unsupported": "malformed value"}
 
 
 def _proc_stat_fields(pid: int) -> list[str] | None:
