@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gym_sysmath.actions import CodeAction, FinalAction
-from gym_sysmath.answers import choose_answer, find_answers
+from gym_sysmath.answers import choose_answer, find_answers, unwrap
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn, format_tool_output
 from gym_sysmath.exact import exact_equal, is_json_primitive_list
 from gym_sysmath.sandbox import PythonSession
@@ -18,8 +18,10 @@ SPLITS = ("eval", "train")
 
 
 def _parse_or_none(raw: str) -> list | None:
+    """The JSON list on an ANSWER line, after markdown wrappers (``**``, backticks, ``$``) and a
+    closing period; None when it is not one."""
     try:
-        return csapp.parse_answer_value(raw)
+        return csapp.parse_answer_value(unwrap(raw.strip().rstrip(".")))
     except ValueError:
         return None
 

@@ -15,7 +15,8 @@ from gym_sysmath.spaces import CHARSET
 MAX_ACTION_CHARS = 32_768
 MAX_OBSERVATION_CHARS = 32_768
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+# Possessive quantifiers keep a long run of spaces after ``` linear to reject.
+_FENCE = re.compile(r"```[ \t]*+([A-Za-z0-9_+-]*+)[ \t]*+\n(.*?)```", re.DOTALL)
 LANGUAGE_ALIASES = {
     "python": "python", "py": "python", "python3": "python",
     "cpp": "cpp", "c++": "cpp", "cc": "cpp", "cxx": "cpp",

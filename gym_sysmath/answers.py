@@ -36,7 +36,8 @@ MAX_VALUE_CHARS = 20_000
 MAX_VALUE_LINES = 64
 
 _THINK_TAG = re.compile(r"<(/?)think(?:ing)?\s*>", re.IGNORECASE)
-_ANSWER_LINE = re.compile(r"^[ \t>#*_\-+]*(?:final[ \t]+)?answer[ \t]*[*_]*[ \t]*:(?P<value>.*)$", re.IGNORECASE)
+# Possessive quantifiers: runs of spaces must not be re-split (quadratic backtracking on long lines).
+_ANSWER_LINE = re.compile(r"^[ \t>#*_\-+]*+(?:final[ \t]++)?answer[ \t]*+[*_]*+[ \t]*+:(?P<value>.*)$", re.IGNORECASE)
 _FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[\w+-]*[ \t]*$")
 _DECORATION_ONLY = re.compile(r"^[\s*_`$]*$")
 _OPENERS = "[({"

@@ -184,12 +184,13 @@ def test_identical_resubmission_reuses_the_cached_build(sandbox):
     assert changed.stdout == "6\n" and not changed.compile.cached
 
 
-def test_failed_compile_is_cached_as_a_compile_error(sandbox):
+def test_failed_compile_is_never_cached(sandbox):
+    # a failed build may be the machine's fault (full disk): it is compiled again next time
     source = "int main() { return missing_symbol_x; }"
     first = sandbox.run(Job("cpp", {"main.cpp": source}))
     second = sandbox.run(Job("cpp", {"main.cpp": source}))
     assert first.status == second.status == "compile_error"
-    assert "missing_symbol_x" in second.stderr and second.compile.cached
+    assert "missing_symbol_x" in second.stderr and not second.compile.cached
 
 
 def test_jobs_cannot_tamper_with_the_build_cache(sandbox):
@@ -242,3 +243,66 @@ def test_session_value_with_forged_encoding_is_unsupported_not_a_crash(sandbox):
         assert result.status == "ok" and type(result.value).__name__ == "Unsupported"
     finally:
         session.close()
+
+
+def test_sysv_shared_memory_and_message_queues_are_unavailable(sandbox):
+    code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "print(libc.shmget(0, 64 * 1024 * 1024, 0o1666), libc.msgget(0, 0o1666))")
+    assert sandbox.run(python(code)).stdout == "-1 -1\n"
+
+
+def test_deep_directory_tree_is_purged(docker_available):
+    single = Sandbox("docker", pool_size=1)  # the probe must land on the attacked worker
+    try:
+        probe = python("import shutil\nprint(shutil.disk_usage('.').used)")
+        before = int(single.run(probe).stdout)
+        code = ("import os\nfor _ in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\n"
+                "open('parked', 'wb').write(b'x' * 32 * 1024 * 1024)\nprint(os.getcwd().count('/'))")
+        assert int(single.run(python(code, wall_s=20)).stdout) > 1200
+        assert int(single.run(probe).stdout) - before < 1024 * 1024, "the parked file outlived its job"
+    finally:
+        single.close()
+
+
+def test_build_cache_cannot_be_listed_or_read_by_jobs(sandbox):
+    sandbox.run(Job("cpp", {"main.cpp": "#include <cstdio>\nint main(){ std::puts(\"sibling\"); }"}))
+    code = ("import os\ntry:\n    print(os.listdir('/scratch/.build-cache'))\n"
+            "except PermissionError:\n    print('refused')")
+    assert sandbox.run(python(code)).stdout == "refused\n"
+
+
+def test_job_closing_its_stdin_early_is_not_a_harness_failure(sandbox):
+    code = "import os\nos.close(0)\nprint('done')"
+    result = sandbox.run(Job("python", {"main.py": code}, stdin="z" * 2_000_000))
+    assert (result.status, result.stdout) == ("ok", "done\n")
+
+
+def test_session_closing_its_control_pipe_only_ends_itself(sandbox):
+    session = sandbox.open_session()
+    try:
+        session.run("import os\nos.close(1000)")
+        result = session.run("print('next')")
+        assert result.status == "runtime_error" and result.session_ended
+        assert session.run("print('fresh')").stdout == "fresh\n"
+    finally:
+        session.close()
+    assert_still_works(sandbox)
+
+
+def test_session_threads_do_not_run_between_turns(sandbox):
+    session = sandbox.open_session()
+    try:
+        start = ("import threading, time\ncount = [0]\ndef spin():\n    while True:\n        count[0] += 1\n"
+                 "threading.Thread(target=spin, daemon=True).start()\ntime.sleep(0.1)\nfirst = count[0]")
+        session.run(start)
+        time.sleep(0.5)
+        result = session.run("print(count[0] - first < 10_000_000)")
+        assert result.stdout == "True\n", "the spinning thread ran while no turn was in progress"
+    finally:
+        session.close()
+
+
+def test_hash_seed_is_fixed_so_the_same_code_prints_the_same(sandbox):
+    code = "print(hash('determinism'), list({'a', 'b', 'c', 'd', 'e'}))"
+    outputs = {Sandbox("docker", pool_size=1).run(python(code)).stdout for _ in range(2)}
+    assert len(outputs) == 1 and sandbox.run(python(code)).stdout in outputs

@@ -33,7 +33,7 @@ def supervisor_path() -> str:
 
 def _fresh_uid_base() -> int:
     """Distinct unprivileged uids per worker: RLIMIT_NPROC counts per uid across the host."""
-    return 20000 + 64 * secrets.randbelow(600)
+    return 100_000 + 64 * secrets.randbelow(30_000_000)
 
 
 class Worker(ABC):
@@ -108,7 +108,10 @@ class DockerWorker(Worker):
                 network_mode="none",
                 read_only=True,
                 tmpfs={"/scratch": f"size={settings.scratch_bytes},mode=0711,exec"},
-                ipc_mode="none",  # no /dev/shm: nothing writable outlives a job but its scratch dir
+                # no /dev/shm, no SysV IPC, no POSIX queues: nothing writable outlives a job but its dir
+                ipc_mode="none",
+                sysctls={"kernel.shmmax": "0", "kernel.shmall": "0", "kernel.shmmni": "0", "kernel.msgmni": "0",
+                         "kernel.sem": "0 0 0 0", "fs.mqueue.queues_max": "0"},
                 mem_limit=settings.memory_bytes,
                 memswap_limit=settings.memory_bytes,
                 pids_limit=settings.pids_limit,
@@ -165,11 +168,12 @@ class ProcessWorker(Worker):
         self.scratch = tempfile.mkdtemp(prefix="gym-sysmath-scratch-")
         os.chmod(self.scratch, 0o755)
         self.process = subprocess.Popen(
-            [sys.executable, "-I", supervisor_path(), "--scratch", self.scratch,
+            [sys.executable, "-s", "-P", supervisor_path(), "--scratch", self.scratch,
              "--uid-base", str(_fresh_uid_base())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"},
         )
         self.name = f"process {self.process.pid}"
         self._reader = FrameReader(FdSource(self.process.stdout.fileno()))

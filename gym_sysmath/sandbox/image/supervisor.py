@@ -27,6 +27,7 @@ import select
 import shutil
 import signal
 import struct
+import subprocess
 import sys
 import time
 import traceback
@@ -151,7 +152,7 @@ def _enter_sandbox(uid: int, workdir: str, limits: dict, stdio: tuple[int, int, 
     os.setsid()
     for target, fd in enumerate(stdio):
         os.dup2(fd, target)
-    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1000) for fd in keep]
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 1000) for fd in keep]
     os.closerange(3, 1000)
     os.closerange(1000 + len(moved), 65536)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
@@ -223,6 +224,21 @@ def _run_python_in_child(source: str, filename: str, argv: list[str]) -> int:
 
 # --------------------------------------------------------------------------- parent side
 
+class SetupError(RuntimeError):
+    """The sandbox could not start a job (scratch full, exec failed): the harness's failure,
+    reported to the host as an error so it retries on a fresh worker."""
+
+
+def _read_to_end(fd: int) -> bytes:
+    data = b""
+    try:
+        while chunk := os.read(fd, 4096):
+            data += chunk
+    finally:
+        os.close(fd)
+    return data
+
+
 class StageRunner:
     """Forks one stage (a command or Python source), feeds stdin, streams output against caps."""
 
@@ -238,27 +254,35 @@ class StageRunner:
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        setup_r, setup_w = os.pipe()  # closed (by exec, or by hand) once the job's own code starts
         started = time.monotonic()
         pid = os.fork()
         if pid == 0:  # child
-            code = 1
+            report = setup_w
             try:
-                _enter_sandbox(self.uid, self.workdir, self.limits, (in_r, out_w, err_w))
+                (report,) = _enter_sandbox(self.uid, self.workdir, self.limits, (in_r, out_w, err_w),
+                                           keep=(setup_w,))
                 if files:
                     _write_files(files)
                 if python is not None:
-                    code = _run_python_in_child(python, "main.py", [])
-                else:
-                    os.execvpe(argv[0], argv, os.environ)
-            except BaseException as exc:  # setup or exec failure: report on the job's stderr
+                    os.close(report)
+                    os._exit(_run_python_in_child(python, "main.py", []))
+                os.execvpe(argv[0], argv, os.environ)
+            except BaseException as exc:  # before the job's code ran: the sandbox's failure
                 try:
-                    os.write(2, f"sandbox: cannot start job: {exc}\n".encode())
+                    os.write(report, f"{type(exc).__name__}: {exc}".encode()[:500])
                 except OSError:
                     pass
-                code = 127
-            os._exit(code)
-        for fd in (in_r, out_w, err_w):
+            os._exit(127)
+        for fd in (in_r, out_w, err_w, setup_w):
             os.close(fd)
+        failure = _read_to_end(setup_r)
+        if failure:
+            for fd in (in_w, out_r, err_r):
+                os.close(fd)
+            _kill_group(pid)
+            os.waitpid(pid, 0)
+            raise SetupError(f"cannot start the job: {failure.decode('utf-8', 'replace')}")
         return self._supervise(pid, started, in_w, out_r, err_r, stdin)
 
     def _supervise(self, pid: int, started: float, in_w: int, out_r: int, err_r: int,
@@ -415,7 +439,11 @@ def _as_uid(uid: int, action) -> None:
 
 
 def _purge_uid(uid: int, workdir: str | None) -> None:
-    """Kill every process left under ``uid`` (kill(-1) as that uid) and remove its scratch dir."""
+    """Kill every process left under ``uid`` (kill(-1) as that uid) and remove its scratch dir.
+
+    ``shutil.rmtree`` recurses in Python, so a job's 1,000-level tree would survive it; the
+    fallback is coreutils, which walks iteratively.
+    """
     def action() -> None:
         if IS_ROOT:
             try:
@@ -423,13 +451,11 @@ def _purge_uid(uid: int, workdir: str | None) -> None:
             except ProcessLookupError:
                 pass
         if workdir:
-            for root, dirs, _ in os.walk(workdir):
-                for name in dirs:  # a job may have made its own dirs unwritable
-                    try:
-                        os.chmod(os.path.join(root, name), 0o700)
-                    except OSError:
-                        pass
-            shutil.rmtree(workdir, ignore_errors=True)
+            try:
+                shutil.rmtree(workdir)
+            except (OSError, RecursionError):
+                subprocess.run(["chmod", "-R", "u+rwx", workdir], stderr=subprocess.DEVNULL, check=False)
+                subprocess.run(["rm", "-rf", "--one-file-system", workdir], stderr=subprocess.DEVNULL, check=False)
     _as_uid(uid, action)
     if workdir and os.path.isdir(workdir):
         try:
@@ -444,9 +470,17 @@ FLOAT_TAG = "f64"
 
 
 def _encode_value(value, depth: int = 0):
-    """Wire form of a session variable: JSON natives, floats by bit pattern, others tagged."""
+    """Wire form of a session variable: JSON natives, floats by bit pattern, others tagged.
+
+    numpy scalars count as the Python scalar they hold (``np.float64`` is a float, ``np.bool_``
+    a bool); every other type keeps its name so the grader can say what it got.
+    """
     if depth > 32:
         return {"unsupported": "nesting too deep"}
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        value = value.item()
+    if type(value) is int and value.bit_length() > 4096:
+        return {"unsupported": "int too large"}
     if value is None or isinstance(value, (bool, str)) or type(value) is int:
         return value
     if type(value) is float:
@@ -496,6 +530,7 @@ def _session_worker(ctrl_fd: int, status_fd: int) -> None:
             reply["defined"] = fetch in namespace
             try:
                 reply["value"] = _encode_value(namespace.get(fetch))
+                json.dumps(reply["value"])
             except BaseException as exc:
                 reply["value"] = {"unsupported": f"unreadable: {type(exc).__name__}"}
         write_frame(status_fd, reply)
@@ -535,10 +570,14 @@ class Session:
         self._discard_pending_output()
         started = time.monotonic()
         deadline = started + turn_limits["wall_s"]
+        _signal_quietly(self.pid, signal.SIGCONT)
         try:
             write_frame(self.ctrl_w, {"code": code, "fetch": fetch})
-        except OSError:
-            return self._end("the session process is gone", started)
+        except OSError:  # the session's own code closed or broke its control pipe
+            self._terminate("the session closed its control pipe")
+            return {"status": "runtime_error", "stdout": "", "stderr": "sandbox: the session process is gone\n",
+                    "exit_code": None, "signal": None, "stdout_truncated": False, "stderr_truncated": False,
+                    "wall_s": 0.0, "cpu_s": 0.0, "peak_memory_bytes": 0, "session_ended": True}
         caps = {self.out_r: turn_limits["stdout_bytes"], self.err_r: turn_limits["stderr_bytes"]}
         buffers = {self.out_r: bytearray(), self.err_r: bytearray()}
         truncated = {self.out_r: False, self.err_r: False}
@@ -612,6 +651,7 @@ class Session:
             result["defined"] = reply.get("defined") is True
             result["value"] = _sanitize_value(reply.get("value"))
         self._kill_stragglers()
+        _signal_quietly(self.pid, signal.SIGSTOP)  # its threads must not run between turns
         return result
 
     def _kill_stragglers(self) -> None:
@@ -646,10 +686,6 @@ class Session:
             except (BlockingIOError, InterruptedError):
                 pass
 
-    def _end(self, why: str, started: float) -> dict:
-        self._terminate(why)
-        return {"status": "session_ended", "detail": why}
-
     def _reap(self):
         try:
             _, raw = os.waitpid(self.pid, 0)
@@ -675,6 +711,13 @@ class Session:
 
 
 SESSION_REPLY_MAX_BYTES = 8 * 1024 * 1024
+
+
+def _signal_quietly(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _try_parse_frame(buffer: bytearray, max_size: int = SESSION_REPLY_MAX_BYTES):
@@ -789,14 +832,16 @@ class BuildCache:
         entry = {"compile": compiled, "binary": None}
         if compiled["status"] == "ok":
             folder = os.path.join(self.root, key)
-            os.makedirs(folder, mode=0o755, exist_ok=True)
             target = os.path.join(folder, "prog")
             try:
+                os.makedirs(folder, mode=0o711, exist_ok=True)
                 shutil.copyfile(os.path.join(workdir, "prog"), target)
-                os.chmod(target, 0o755)
+                os.chmod(target, 0o711)
             except OSError:
-                return entry  # the job removed or hid its binary: just don't cache it
+                return entry  # the job removed or hid its binary, or the disk is full: don't cache
             entry["binary"] = target
+        else:
+            return entry
         self.entries[key] = entry
         while len(self.entries) > self.capacity:
             old_key, _ = next(iter(self.entries.items()))
@@ -880,10 +925,11 @@ class Supervisor:
         entry = self.builds.get(key) if job.get("cache", True) else None
         if entry is None:
             compiled = StageRunner(uid, workdir, compile_limits).run(argv=compile_argv, files=files)
+            if "No space left on device" in compiled["stderr"]:
+                raise SetupError("the scratch disk filled up during compilation")
             if compiled["status"] == "runtime_error":
                 compiled["status"] = "compile_error"
-            entry = self.builds.put(key, compiled, workdir) if compiled["status"] in ("ok", "compile_error") \
-                else {"compile": compiled, "binary": None}
+            entry = self.builds.put(key, compiled, workdir)
             compiled = dict(compiled, cached=False)
         else:
             compiled = dict(entry["compile"], cached=True, wall_s=0.0, cpu_s=0.0)
@@ -960,12 +1006,12 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     os.set_inheritable(in_fd, False)
     os.set_inheritable(out_fd, False)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # jobs control the other ends of our pipes
     for module in PRELOADED_MODULES:
         __import__(module)
     os.makedirs(scratch, exist_ok=True)
     supervisor = Supervisor(scratch, uid_base)
-    os.makedirs(supervisor.builds.root, mode=0o755, exist_ok=True)
+    os.makedirs(supervisor.builds.root, mode=0o711, exist_ok=True)
     try:
         serve(in_fd, out_fd, supervisor)
     except OSError as exc:
