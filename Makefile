@@ -9,7 +9,8 @@ CLI := $(VENV)/bin/gym-sysmath
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev,train,notebook]'
 	touch $@
 
 setup: $(VENV)/.installed

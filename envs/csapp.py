@@ -188,6 +188,11 @@ class CsappExactEnv(SysmathEnv):
             session, self._session = self._session, None
             session.close()
 
+    @property
+    def current_task(self) -> csapp.CsappTask | None:
+        """The current task's full record, distractors included (host side only)."""
+        return self._current
+
     def reference_action(self) -> str:
         if self.task is None:
             raise RuntimeError("call reset() first")

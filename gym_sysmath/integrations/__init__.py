@@ -1,0 +1,1 @@
+"""Adapters between gym-sysmath envs and outside trainers and runners."""
