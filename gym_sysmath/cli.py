@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 VERIFIERS = {
     "csapp": "gym_sysmath.tasks.csapp.build",
     "linalg": "gym_sysmath.tasks.linalg.build",
+    "compgeom": "gym_sysmath.tasks.compgeom.build",
 }
 
 
@@ -32,34 +34,183 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if args.family == "compgeom" and args.sandbox != "local":
+        return _verify_compgeom_in_sandbox(args.sandbox)
     module = importlib.import_module(VERIFIERS[args.family])
     return module.main(["--verify"])
 
 
+def _verify_compgeom_in_sandbox(backend: str) -> int:
+    """Every fixture compiled and run where candidates are: good ones pass, bad ones fail."""
+    from gym_sysmath.envs.compgeom import sandbox_runner
+    from gym_sysmath.sandbox import Sandbox
+    from gym_sysmath.tasks import compgeom
+
+    sandbox = Sandbox(backend)
+    try:
+        report = compgeom.verify(sandbox_runner(sandbox), max_workers=sandbox.pool_size)
+    finally:
+        sandbox.close()
+    print("\n".join(report.lines()))
+    return 0 if report.ok else 1
+
+
 def _list(args: argparse.Namespace) -> int:
-    import gymnasium as gym
-
     from gym_sysmath import env_ids
+    from gym_sysmath.evaluation import make_listing_env
 
+    print(f"{'id':<22} {'family':<10} {'eval tasks':>10}")
     for env_id in env_ids():
-        env = gym.make(env_id)
+        env = make_listing_env(env_id)
         try:
-            print(f"{env_id:<22} {env.unwrapped.family:<8} {len(env.unwrapped.task_ids):>4} eval tasks")
+            print(f"{env_id:<22} {env.unwrapped.family:<10} {len(env.unwrapped.task_ids):>10}")
         finally:
             env.close()
     return 0
 
 
-def _eval(args: argparse.Namespace) -> int:
-    from gym_sysmath import env_ids
-    from gym_sysmath.evaluation import evaluate, format_scoreboards
+def _export(args: argparse.Namespace) -> int:
+    """Prompts and metadata as JSONL for dataset tooling; keys only with --with-answers."""
+    import json
 
-    ids = list(env_ids()) if args.all or not args.env_ids else args.env_ids
-    boards = [evaluate(env_id, agent, limit=args.n, seed=args.seed, sandbox=args.sandbox)
-              for env_id in ids for agent in args.agent]
-    print(format_scoreboards(boards))
-    failed = [b for b in boards if b.agent == "reference" and (b.accuracy < 1.0 or b.verdicts["scoring_error"])]
-    return 1 if failed else 0
+    from gym_sysmath.evaluation import BASE_INFO_KEYS, choose_tasks, make_listing_env, sample_seed
+
+    env = make_listing_env(args.env_id, **{**_env_args(args.env_arg), "split": args.split})
+    try:
+        if args.split == "eval":
+            plan = [(task_id, sample_seed(args.seed, args.env_id, task_id, 0))
+                    for task_id in choose_tasks(args.env_id, env.unwrapped.task_ids, args.n)]
+        else:
+            plan = [(None, args.seed + index) for index in range(args.n or 100)]
+        stream = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")
+        try:
+            for task_id, seed in plan:
+                prompt, info = env.reset(seed=seed, options={"task_id": task_id} if task_id else None)
+                record = {"env_id": args.env_id, "task_id": info["task_id"], "split": args.split, "seed": seed,
+                          "prompt": prompt,
+                          "metadata": {key: value for key, value in info.items() if key not in BASE_INFO_KEYS}}
+                if args.with_answers:
+                    record["answer"] = env.unwrapped.task.answer
+                    record["reference_action"] = env.unwrapped.reference_action()
+                stream.write(json.dumps(record, default=str) + "\n")
+        finally:
+            if stream is not sys.stdout:
+                stream.close()
+    finally:
+        env.close()
+    if args.out != "-":
+        print(f"wrote {len(plan)} {args.split} task(s) of {args.env_id} to {args.out}"
+              + (" (with answers)" if args.with_answers else ""), file=sys.stderr)
+    return 0
+
+
+def _env_args(pairs: list[str] | None) -> dict:
+    """``--env-arg KEY=VALUE`` pairs as keyword arguments; VALUE is JSON when it parses."""
+    import json
+
+    kwargs = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env-arg wants KEY=VALUE, got {pair!r}")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    return kwargs
+
+
+class _AgentAction(argparse.Action):
+    """``--agent KIND [ARG]``: ``python`` and ``responses`` take an argument (also written
+    ``KIND:ARG``); words after it are env ids that followed the option."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from gym_sysmath.agents import KINDS, KINDS_WITH_ARGUMENT
+
+        kind, _, inline = values[0].partition(":")
+        if kind not in KINDS:
+            parser.error(f"unknown agent {values[0]!r}; choose from {', '.join(KINDS)}")
+        rest = list(values[1:])
+        argument = inline or (rest.pop(0) if kind in KINDS_WITH_ARGUMENT and rest else None)
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), (kind, argument)])
+        namespace.extra_env_ids = [*getattr(namespace, "extra_env_ids", []), *rest]
+
+
+def _slug(name: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "agent"
+
+
+def _disconnect(connected: bool) -> None:
+    if connected:
+        import ray
+
+        ray.shutdown()
+
+
+def _eval(args: argparse.Namespace) -> int:
+    import contextlib
+    from pathlib import Path
+
+    from gym_sysmath import env_ids
+    from gym_sysmath.agents import AgentError, make_agent
+    from gym_sysmath.evaluation import EvalError, evaluate, exit_code, format_breakdowns, format_scoreboard
+
+    registered = env_ids()
+    requested = [*args.env_ids, *args.extra_env_ids]
+    ray = args.ray
+    if isinstance(ray, str) and ray in registered:  # `--ray CsappExact-v0`: an id, not an address
+        requested.append(ray)
+        ray = True
+    stack = contextlib.ExitStack()
+    try:
+        openai = {"model": args.model, "base_url": args.base_url, "api_key_env": args.api_key_env,
+                  "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout_s": args.request_timeout,
+                  "system_prompt": args.system_prompt}
+        specs = args.agent or [("reference", None)]
+        if any(kind == "python" for kind, _ in specs) and "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # `python my_agent:act` finds my_agent.py here, as `python -m` would
+        agents = [make_agent(kind, argument, **openai) for kind, argument in specs]
+        unknown = sorted(set(requested) - set(registered))
+        if unknown:
+            raise EvalError(f"unknown env id(s) {unknown}; registered: {', '.join(registered)}")
+        make_kwargs = {"sandbox": args.sandbox, **_env_args(args.env_arg)}
+        runs = []
+        if ray is not None:  # one connection for every agent
+            from gym_sysmath.integrations.ray_rollouts import connect
+
+            stack.callback(_disconnect, connect(None if ray is True else ray))
+        for agent in agents:
+            ids = list(registered) if args.all else requested or list(agent.env_ids()) or list(registered)
+            out = None if args.out is None else Path(args.out) / (_slug(agent.name) if len(agents) > 1 else "")
+            runs.append(evaluate(ids, agent, n=args.n, rollouts=args.r, seed=args.seed, concurrency=args.c,
+                                 out=out, resume=args.resume, overwrite=args.overwrite, make_kwargs=make_kwargs,
+                                 ray=ray, progress=not args.quiet))
+    except (AgentError, EvalError, ValueError, ImportError) as exc:
+        print(f"gym-sysmath: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gym-sysmath: interrupted; finished samples are logged, rerun with --resume to continue",
+              file=sys.stderr)
+        return 130
+    finally:
+        stack.close()
+    print(format_scoreboard(runs))
+    for run in runs:
+        breakdowns = format_breakdowns(run.summary)
+        if breakdowns:
+            print(f"{run.agent}:\n{breakdowns}")
+        for note in run.notes:
+            print(f"note: {note}")
+        for failure in run.failures[:5]:
+            print(f"failed {failure.spec.key}: {failure.error}", file=sys.stderr)
+        if len(run.failures) > 5:
+            print(f"... and {len(run.failures) - 5} more failures; --resume retries them", file=sys.stderr)
+        if run.out_dir is not None:
+            written = ["results.jsonl", "summary.json"] + (["breakdowns.png"] if run.plot_path else [])
+            print(f"wrote {', '.join(written)} to {run.out_dir}")
+    return exit_code(runs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,18 +228,62 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser("verify", help="re-check a family's task keys independently")
     verify.add_argument("family", choices=sorted(VERIFIERS))
+    verify.add_argument("--sandbox", default="docker", choices=["docker", "process", "local"],
+                        help="compgeom: where fixtures are compiled (local: the host's own g++ and rustc)")
     verify.set_defaults(func=_verify)
 
-    listing = commands.add_parser("list", help="registered ids and their task counts")
+    listing = commands.add_parser("list", help="registered ids, families and eval task counts")
     listing.set_defaults(func=_list)
 
-    evaluation = commands.add_parser("eval", help="evaluate an agent on registered envs and print a scoreboard")
-    evaluation.add_argument("env_ids", nargs="*")
-    evaluation.add_argument("--all", action="store_true")
-    evaluation.add_argument("--agent", action="append", choices=["reference", "random"])
-    evaluation.add_argument("-n", type=int, default=None, help="tasks per env (default: all)")
+    export = commands.add_parser("export", help="write an env's prompts and metadata as JSONL")
+    export.add_argument("env_id")
+    export.add_argument("--split", choices=["eval", "train"], default="eval")
+    export.add_argument("-n", type=int, default=None,
+                        help="tasks (eval: the ones eval -n picks; train: default 100)")
+    export.add_argument("--seed", type=int, default=0)
+    export.add_argument("--out", required=True, help="the JSONL file to write ('-' for stdout)")
+    export.add_argument("--with-answers", action="store_true",
+                        help="include each task's key and reference action (off by default)")
+    export.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="extra gym.make argument")
+    export.set_defaults(func=_export)
+
+    evaluation = commands.add_parser(
+        "eval", help="evaluate agents on registered envs: per-sample log, summary, plot, scoreboard",
+        description="Evaluate agents on the eval split of registered envs. Agents: reference, random, "
+                    "openai (--model ...), python MODULE:FUNCTION (a callable (observation, history, info) "
+                    "-> str), responses FILE.jsonl (score already-generated outputs). Exits non-zero when "
+                    "the reference agent is below 100%% or any sample failed to score.")
+    evaluation.add_argument("env_ids", nargs="*", help="ids to evaluate (default: all registered)")
+    evaluation.add_argument("--all", action="store_true", help="every registered id")
+    evaluation.add_argument("--agent", action=_AgentAction, nargs="+", metavar="AGENT",
+                            help="reference | random | openai | python MODULE:FUNCTION | responses FILE.jsonl; "
+                                 "repeat to evaluate several (default: reference)")
+    evaluation.set_defaults(extra_env_ids=[])
+    evaluation.add_argument("-n", type=int, default=None,
+                            help="tasks per env: a subset fixed per env id (default: all)")
+    evaluation.add_argument("-r", type=int, default=1,
+                            help="rollouts per task, pass@k for k = 1..r (a responses file sets its own)")
+    evaluation.add_argument("-c", type=int, default=None,
+                            help="episodes in flight (default: the sandbox pool size; with --ray, cluster CPUs)")
     evaluation.add_argument("--seed", type=int, default=0)
+    evaluation.add_argument("--out", help="directory for results.jsonl, summary.json and breakdowns.png "
+                                          "(one subdirectory per agent when several)")
+    evaluation.add_argument("--resume", action="store_true", help="skip samples already in --out's results.jsonl")
+    evaluation.add_argument("--overwrite", action="store_true", help="replace an existing results.jsonl")
     evaluation.add_argument("--sandbox", default="docker", choices=["docker", "process"])
+    evaluation.add_argument("--env-arg", action="append", metavar="KEY=VALUE",
+                            help="extra gym.make argument, VALUE as JSON (e.g. max_turns=3)")
+    evaluation.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                            help="spread episodes over Ray actors (no ADDRESS: RAY_ADDRESS or a local instance)")
+    evaluation.add_argument("--quiet", action="store_true", help="no progress bar")
+    chat = evaluation.add_argument_group("openai agent")
+    chat.add_argument("--model")
+    chat.add_argument("--base-url", help="OpenAI-compatible API root (default https://api.openai.com/v1)")
+    chat.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
+    chat.add_argument("--temperature", type=float)
+    chat.add_argument("--max-tokens", type=int)
+    chat.add_argument("--request-timeout", type=float, default=120.0, help="seconds per request")
+    chat.add_argument("--system-prompt")
     evaluation.set_defaults(func=_eval)
     return parser
 
@@ -97,8 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     from gym_sysmath.sandbox import SandboxUnavailableError
 
     args = build_parser().parse_args(argv)
-    if getattr(args, "agent", "unset") is None:
-        args.agent = ["reference"]
     try:
         return int(args.func(args) or 0)
     except SandboxUnavailableError as exc:

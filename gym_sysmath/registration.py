@@ -21,6 +21,10 @@ class EnvEntry:
 ENTRIES: tuple[EnvEntry, ...] = (
     EnvEntry("CsappExact-v0", "gym_sysmath.envs.csapp:CsappExactEnv"),
     EnvEntry("LinearAlgebra-v0", "gym_sysmath.envs.linalg:LinearAlgebraEnv"),
+    EnvEntry("CompGeom-v0", "gym_sysmath.envs.compgeom:CompGeomEnv"),
+    EnvEntry("CompGeomCpp-v0", "gym_sysmath.envs.compgeom:CompGeomEnv", {"languages": ["cpp"]}),
+    EnvEntry("CompGeomRust-v0", "gym_sysmath.envs.compgeom:CompGeomEnv", {"languages": ["rust"]}),
+    EnvEntry("CompGeomPython-v0", "gym_sysmath.envs.compgeom:CompGeomEnv", {"languages": ["python"]}),
 )
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """The outcome of a graded action. Only ``CORRECT`` earns reward 1.0.
 
     ``SCORING_ERROR`` is reserved for the harness's own failures; everything the agent's
@@ -24,9 +24,6 @@ class Verdict(str, Enum):
     MEMORY_LIMIT = "memory_limit"
     OUTPUT_LIMIT = "output_limit"
     SCORING_ERROR = "scoring_error"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: Execution statuses (see gym_sysmath.sandbox) that are failures of the agent's program.

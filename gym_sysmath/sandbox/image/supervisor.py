@@ -927,7 +927,7 @@ class Supervisor:
             compiled = StageRunner(uid, workdir, compile_limits).run(argv=compile_argv, files=files)
             if "No space left on device" in compiled["stderr"]:
                 raise SetupError("the scratch disk filled up during compilation")
-            if compiled["status"] == "runtime_error":
+            if compiled["status"] != "ok":  # rejected, or over the compile limits: the build failed
                 compiled["status"] = "compile_error"
             entry = self.builds.put(key, compiled, workdir)
             compiled = dict(compiled, cached=False)

@@ -1,0 +1,87 @@
+"""CompGeom step time against a bare compile-and-run of the same candidate, per language.
+
+For each language, in one run on one machine:
+- env step: `env.step` with the reference solution (max_turns=1: built, run on the hidden
+  cases, graded), with a fresh comment each time so the build cache cannot help;
+- cached: the same source submitted again (the worker's build cache hits);
+- bare: the same compiler command and run inside a warm container of the same image, timed
+  inside the container (no docker exec overhead counted).
+
+    python benchmarks/compgeom_step.py [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import statistics
+import time
+
+import gymnasium as gym
+
+import gym_sysmath  # noqa: F401  (registers the ids)
+from gym_sysmath.sandbox import image
+from gym_sysmath.tasks import compgeom
+
+PRIMITIVE = "segment2_segment2"
+COMMENT = {"cpp": "//", "rust": "//", "python": "#"}
+BARE = """
+import base64, json, os, subprocess, sys, tempfile, time
+spec = json.loads(base64.b64decode(sys.argv[1]))
+folder = tempfile.mkdtemp()
+for name, text in spec["files"].items():
+    open(os.path.join(folder, name), "w").write(text)
+started = time.perf_counter()
+if spec["build"]:
+    subprocess.run(spec["build"], cwd=folder, check=True, capture_output=True)
+subprocess.run(spec["run"], cwd=folder, input=spec["stdin"].encode(), check=True, capture_output=True)
+print(time.perf_counter() - started)
+"""
+COMMANDS = {
+    "cpp": (["g++", "-std=c++20", "-O2", "-pipe", "-I/opt/gym-sysmath/pch", "-o", "prog", "main.cpp"], ["./prog"]),
+    "rust": (["rustc", "--edition", "2021", "-O", "-o", "prog", "main.rs"], ["./prog"]),
+    "python": ([], ["python3", "main.py"]),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    client = image.docker_client()
+    warm = client.containers.run(image.image_tag(), entrypoint=["sleep", "infinity"], detach=True,
+                                 network_mode="none", labels={"gym_sysmath.sandbox": "1",
+                                                              "gym_sysmath.owner": image.owner_label()})
+    rows = []
+    try:
+        for language in compgeom.LANGUAGES:
+            (task,) = compgeom.load_tasks([PRIMITIVE], [language])
+            solution = compgeom.reference_solution(task)
+            env = gym.make("CompGeom-v0", languages=[language], max_turns=1)
+            steps, cached = [], []
+            for rep in range(args.repeats):
+                source = f"{solution}\n{COMMENT[language]} benchmark run {time.time_ns()} {rep}\n"
+                for bucket in (steps, cached):  # fresh build, then the identical resubmission
+                    env.reset(options={"task_id": task.task_id})
+                    started = time.perf_counter()
+                    *_, info = env.step(f"```{language}\n{source}```")
+                    bucket.append(time.perf_counter() - started)
+                    assert info["verdict"] == "correct", info
+            env.close()
+            build, run = COMMANDS[language]
+            spec = {"files": compgeom.job_files(task, solution), "stdin": compgeom.stdin_for(task.hidden_cases),
+                    "build": build, "run": run}
+            payload = base64.b64encode(json.dumps(spec).encode()).decode()
+            bare = [float(warm.exec_run(["python3", "-c", BARE, payload]).output) for _ in range(args.repeats)]
+            rows.append((language, statistics.median(steps), statistics.median(cached), statistics.median(bare)))
+    finally:
+        warm.remove(force=True)
+    print(f"{'language':<8} {'env step':>10} {'bare build+run':>15} {'ratio':>7} {'cached resubmit':>16}")
+    for language, step, cached, bare in rows:
+        print(f"{language:<8} {step * 1e3:>8.0f}ms {bare * 1e3:>13.0f}ms {step / bare:>6.2f}x {cached * 1e3:>14.1f}ms")
+    print("\ntargets: env step within 1.3x of bare build+run; cached resubmission under 20 ms")
+
+
+if __name__ == "__main__":
+    main()

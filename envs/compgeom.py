@@ -1,0 +1,258 @@
+"""CompGeom-v0: implement intersection primitives in C++20, Rust 2021 or Python 3."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gym_sysmath.actions import CodeAction, FinalAction
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn
+from gym_sysmath.sandbox import ExecutionResult, Job, Limits, Sandbox
+from gym_sysmath.tasks import compgeom
+from gym_sysmath.verdicts import FAILED_EXECUTION, Grade, Verdict
+
+RUN_LIMITS = Limits(wall_s=10.0, cpu_s=5.0, memory_bytes=2 * 1024**3)
+COMPILE_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_bytes=4 * 1024**3,
+                        stdout_bytes=64 * 1024, stderr_bytes=64 * 1024)
+PERF_LIMITS = Limits(wall_s=30.0, cpu_s=20.0, memory_bytes=2 * 1024**3, stdout_bytes=16 * 1024**2)
+PERF_REPEATS = 5
+PERF_COPIES = 40  # the hidden inputs, this many times over: long enough to time, short enough to wait for
+COMPILE_OUTPUT_CHARS = 4000
+
+
+class CompGeomEnv(SysmathEnv):
+    """Implement a 2D/N-d intersection query; graded on hidden cases the agent never sees.
+
+    ## Description
+    Seven primitives (`aligned_box_aligned_box` in N dimensions, and the 2D `line2_line2`,
+    `line2_ray2`, `line2_segment2`, `ray2_ray2`, `ray2_segment2`, `segment2_segment2`) in
+    three languages: 21 tasks. The prompt holds the contract (result kinds, parameters on
+    each input, degenerate inputs) and a starter file with the API to keep. The candidate is
+    compiled in the sandbox next to a generated harness, which reads case inputs on stdin and
+    prints one record per case; the host compares the records with expectations computed by
+    an exact rational reference. Expected outputs never enter the sandbox.
+
+    ## Action Space
+    `Text`. A fenced block in the task's language replaces the candidate file; it is built
+    and run on the public cases, and the observation shows the build output and the failing
+    public cases. A reply without a code block submits the last candidate.
+
+    ## Observation Space
+    `Text`: the task statement, then build output and public-test reports.
+
+    ## Rewards
+    1.0 when the last candidate builds and passes every hidden case (kinds and counts exact,
+    parameters and points within a tight relative tolerance), else 0.0. With
+    `performance_weight=w > 0`, a correct candidate earns `1 + w * performance_score`, where
+    the score compares its CPU time with the reference solution's in the same language.
+
+    ## Starting State
+    `reset(seed=..., options=...)`: `options` may carry `task_id`, `primitive` or `language`.
+
+    ## Episode End
+    Terminated on a submission, or when the `max_turns`-th code action is graded directly.
+    Truncated with a `scoring_error` verdict if the sandbox harness fails.
+
+    ## Arguments
+    - `split`: `"eval"` only (the 21 tasks; the hidden cases are the test).
+    - `languages`: restrict to some of `cpp`, `rust`, `python` (the per-language ids set it).
+    - `primitives`: restrict to some primitives.
+    - `max_turns`: code actions allowed (default 8); `1` grades the first one directly.
+    - `performance_weight`: 0 (default) keeps the reward binary.
+    - `measure_performance`: report `info["performance_score"]` for correct submissions even
+      when the weight is 0 (costs a few timed runs).
+    - `sandbox`: `"docker"` (default) or `"process"`.
+
+    `info` adds `compile_success`, `public_passed`/`public_total`, `hidden_passed`/`hidden_total`
+    and `performance_score`.
+
+    Examples:
+        >>> import gymnasium as gym, gym_sysmath
+        >>> env = gym.make("CompGeomCpp-v0")
+        >>> statement, info = env.reset(seed=0)
+    """
+
+    family = "compgeom"
+    default_max_turns = 8
+
+    def __init__(self, *, split: str = "eval", languages: Sequence[str] | None = None,
+                 primitives: Sequence[str] | None = None, max_turns: int | None = None,
+                 performance_weight: float = 0.0, measure_performance: bool = False, sandbox: str = "docker",
+                 pool_size: int | None = None, render_mode: str | None = None):
+        if split != "eval":
+            raise ValueError(f"CompGeom-v0 has one split, 'eval' (its 21 tasks), not {split!r}")
+        if performance_weight < 0:
+            raise ValueError(f"performance_weight must be >= 0, got {performance_weight}")
+        self._tasks = {task.task_id: task for task in compgeom.load_tasks(primitives, languages)}
+        self.performance_weight = float(performance_weight)
+        self.measure_performance = measure_performance or self.performance_weight > 0
+        self._current: compgeom.CompGeomTask | None = None
+        self._candidate: str | None = None
+        self._public: compgeom.CaseReport | None = None
+        self._reference_cpu: dict[str, float] = {}
+        super().__init__(max_turns=max_turns, sandbox=sandbox, pool_size=pool_size, render_mode=render_mode)
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        return tuple(self._tasks)
+
+    @property
+    def current_task(self) -> compgeom.CompGeomTask | None:
+        return self._current
+
+    def _select_task(self, options: Mapping[str, Any]) -> Task:
+        if "task_id" in options:
+            chosen = self._tasks.get(options["task_id"])
+            if chosen is None:
+                raise ValueError(f"unknown task_id {options['task_id']!r}; see env.unwrapped.task_ids")
+        else:
+            ids = [task_id for task_id, task in self._tasks.items()
+                   if options.get("primitive") in (None, task.primitive)
+                   and options.get("language") in (None, task.language)]
+            chosen = self._tasks[self._choose(ids)]
+        self._current = chosen
+        self._candidate = None
+        self._public = None
+        return Task(chosen.task_id, self.family, chosen.prompt, None,
+                    {"primitive": chosen.primitive, "language": chosen.language})
+
+    # ------------------------------------------------------------------ actions
+
+    def _on_code(self, action: CodeAction) -> ToolTurn | Grade:
+        task = self._current
+        assert task is not None
+        if action.language != task.language:
+            if self.turn >= self.max_turns:
+                return self._submit()
+            return ToolTurn(f"This task is in {task.language}: reply with a ```{task.language} block "
+                            f"holding the whole {task.candidate_file}.")
+        self._candidate = action.code
+        if self.turn >= self.max_turns:
+            return self._submit()
+        result = self._run(task.public_cases)
+        self._public = None
+        text = [self._compile_report(result)]
+        if result.status == "ok":
+            self._public = compgeom.compare(task.public_cases, result.stdout)
+            text.append("Public tests: " + compgeom.describe_failures(self._public, task.public_cases))
+        elif result.status != "compile_error":
+            text.append(f"The run failed: {result.status}." + _tail(result.stderr))
+        text.append(f"[turn {self.turn} of {self.max_turns}; reply without a code block to submit]")
+        return ToolTurn("\n".join(part for part in text if part), self._metrics(result, self._public))
+
+    def _grade_final(self, action: FinalAction) -> Grade:
+        return self._submit()
+
+    def _submit(self) -> Grade:
+        task = self._current
+        assert task is not None
+        if self._candidate is None:
+            return Grade(Verdict.FORMAT_ERROR, f"no {task.language} code block was given before submitting",
+                         self._metrics(None, None))
+        result = self._run(task.hidden_cases)
+        if result.status != "ok":
+            verdict = FAILED_EXECUTION.get(result.status, Verdict.RUNTIME_ERROR)
+            return Grade(verdict, f"the program ended with {result.status}", self._metrics(result, None, hidden=True))
+        report = compgeom.compare(task.hidden_cases, result.stdout)
+        info = self._metrics(result, report, hidden=True)
+        if not report.ok:
+            return Grade(Verdict.WRONG_ANSWER, f"hidden cases passed: {report.summary()}", info)
+        if self.measure_performance:
+            info["performance_score"] = self._performance(task)
+        return Grade(Verdict.CORRECT, "", info)
+
+    def _finish(self, grade: Grade):
+        observation, reward, terminated, truncated, info = super()._finish(grade)
+        score = info.get("performance_score")
+        if grade.correct and self.performance_weight > 0 and score is not None:
+            reward = 1.0 + self.performance_weight * score
+        return observation, reward, terminated, truncated, info
+
+    # ------------------------------------------------------------------ sandbox
+
+    def _run(self, cases: Sequence[compgeom.Case], source: str | None = None,
+             limits: Limits = RUN_LIMITS) -> ExecutionResult:
+        task = self._current
+        assert task is not None
+        files = compgeom.job_files(task, self._candidate if source is None else source)
+        return self.sandbox.run(Job(task.language, files, stdin=compgeom.stdin_for(cases), limits=limits,
+                                    compile_limits=COMPILE_LIMITS))
+
+    def _performance(self, task: compgeom.CompGeomTask) -> float:
+        """CPU time of the reference over the candidate's (medians, after a warm-up), capped at 1.
+
+        Both run in the same sandbox runtime on the same seeded inputs, so a score is only ever
+        relative to its own language. The reference's time is measured once per task.
+        """
+        cases = tuple(task.hidden_cases) * PERF_COPIES
+        if task.task_id not in self._reference_cpu:
+            self._reference_cpu[task.task_id] = self._median_cpu(cases, compgeom.reference_solution(task))
+        candidate = self._median_cpu(cases, None)
+        if candidate is None or self._reference_cpu[task.task_id] is None:
+            return 0.0
+        return round(min(1.0, self._reference_cpu[task.task_id] / max(candidate, 1e-4)), 4)
+
+    def _median_cpu(self, cases: Sequence[compgeom.Case], source: str | None) -> float | None:
+        samples = []
+        for attempt in range(PERF_REPEATS + 1):
+            result = self._run(cases, source, PERF_LIMITS)
+            if result.status != "ok":
+                return None
+            if attempt:  # the first run warms the caches
+                samples.append(result.cpu_s)
+        return statistics.median(samples)
+
+    # ------------------------------------------------------------------ reporting
+
+    def _compile_report(self, result: ExecutionResult) -> str:
+        compiled = result.compile
+        if compiled is None:  # Python: nothing to build
+            return ""
+        if compiled.status == "ok":
+            return "Build: ok" + (" (cached)" if compiled.cached else "") + _tail(compiled.stderr)
+        return f"Build failed ({compiled.status}):" + _tail(compiled.stderr or compiled.stdout)
+
+    def _metrics(self, result: ExecutionResult | None, report: compgeom.CaseReport | None,
+                 hidden: bool = False) -> dict[str, Any]:
+        task = self._current
+        assert task is not None
+        public = self._public
+        compiled = result is not None and (result.compile is None or result.compile.status == "ok")
+        return {
+            "compile_success": compiled,
+            "public_passed": public.passed if public else 0,
+            "public_total": len(task.public_cases),
+            "hidden_passed": report.passed if (hidden and report) else 0,
+            "hidden_total": len(task.hidden_cases),
+            "performance_score": None,
+        }
+
+    def reference_action(self) -> str:
+        """The known-good solution as a code block, then (once it is the candidate) a submission."""
+        task = self._current
+        if task is None:
+            raise RuntimeError("call reset() first")
+        solution = compgeom.reference_solution(task)
+        if self._candidate == solution:
+            return "Submitting the reference solution."
+        return f"```{task.language}\n{solution}```"
+
+
+def sandbox_runner(sandbox: Sandbox):
+    """``compgeom.verify``'s runner on a real sandbox: (language, files, stdin) -> (status, output)."""
+
+    def run(language: str, files: Mapping[str, str], stdin: str) -> tuple[str, str]:
+        result = sandbox.run(Job(language, dict(files), stdin=stdin, limits=RUN_LIMITS, compile_limits=COMPILE_LIMITS))
+        return (compgeom.OK, result.stdout) if result.ok else (result.status, result.stderr)
+
+    return run
+
+
+def _tail(text: str, limit: int = COMPILE_OUTPUT_CHARS) -> str:
+    text = text.strip("\n")
+    if not text:
+        return ""
+    if len(text) > limit:
+        text = "[...]\n" + text[-limit:]
+    return "\n" + text

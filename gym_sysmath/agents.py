@@ -1,0 +1,296 @@
+"""Agents for ``gym-sysmath eval``: who writes each action of an episode.
+
+An agent is built once per eval and asked for one action per turn through ``act(turn)``. It
+holds no per-episode state (everything an episode needs arrives in the ``Turn``), so one
+agent serves every worker thread at once and pickles whole into a Ray actor.
+
+Built-in agents, by their ``--agent`` spec:
+
+- ``reference``: the env's own reference action (host-side); must score 100%.
+- ``random``: seeded random text from the action space; the noise floor.
+- ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint over plain HTTP; the
+  prompt and every later observation are user messages, its replies the assistant's.
+- ``python:MODULE:FUNCTION``: your callable ``(observation, history, info) -> str``, where
+  ``history`` is the chat so far before ``observation`` (``{"role", "content"}`` dicts:
+  ``user`` for what the env said, ``assistant`` for your earlier actions) and ``info`` the
+  env's latest info (task metadata, ``turn``) plus ``env_id``, ``rollout`` and ``seed``.
+- ``responses:FILE.jsonl``: replays already-generated outputs (the offline path). Each line
+  has ``task_id``, optionally ``env_id`` and ``rollout`` (default 0), and the action texts as
+  ``actions`` (a list, one per turn) or ``response`` (one text). An eval's own
+  ``results.jsonl`` is such a file. A sample whose actions run out gets the empty action,
+  which every env grades ``format_error``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+KINDS = ("reference", "random", "openai", "python", "responses")
+KINDS_WITH_ARGUMENT = ("python", "responses")
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What an agent may see when it chooses one action."""
+
+    env_id: str
+    task_id: str
+    rollout: int
+    seed: int
+    index: int  #: 0 for the episode's first action
+    observation: str
+    history: tuple[Mapping[str, str], ...]  #: chat messages before ``observation``
+    info: Mapping[str, Any]
+    env: gym.Env = field(repr=False, compare=False)  #: host-side handle, for privileged agents only
+
+    def messages(self) -> list[dict[str, str]]:
+        """The chat so far, ending with the current observation as a user message."""
+        return [dict(message) for message in self.history] + [{"role": "user", "content": self.observation}]
+
+
+class Agent:
+    """Chooses actions. Subclasses set ``name`` and implement ``act``."""
+
+    name: str = "agent"
+
+    def act(self, turn: Turn) -> str:
+        raise NotImplementedError
+
+    def samples(self, env_id: str, task_ids: Sequence[str]) -> list[tuple[str, int]] | None:
+        """The (task_id, rollout) pairs this agent answers, when it decides them (or None)."""
+        return None
+
+    def env_ids(self) -> tuple[str, ...]:
+        """Env ids this agent names by itself (a responses file); empty when it names none."""
+        return ()
+
+
+class ReferenceAgent(Agent):
+    name = "reference"
+
+    def act(self, turn: Turn) -> str:
+        return turn.env.unwrapped.reference_action()
+
+
+@dataclass(frozen=True)
+class RandomAgent(Agent):
+    """Up to ``max_chars`` characters drawn from the action space's charset, seeded by sample
+    and turn, so a rerun or a resumed run writes the same text."""
+
+    max_chars: int = 200
+    name: str = "random"
+
+    def act(self, turn: Turn) -> str:
+        rng = np.random.default_rng([turn.seed, turn.index])
+        chars = turn.env.action_space.character_list
+        length = int(rng.integers(1, self.max_chars + 1))
+        return "".join(chars[i] for i in rng.integers(len(chars), size=length))
+
+
+class AgentError(RuntimeError):
+    """The agent could not produce an action (an endpoint down, a bad file): no sample."""
+
+
+@dataclass(frozen=True)
+class OpenAIAgent(Agent):
+    """A chat model behind any OpenAI-compatible endpoint, spoken to with ``urllib``.
+
+    The key is read from the environment variable ``api_key_env`` at each request (so a Ray
+    worker reads its own); an endpoint other than OpenAI's may need none. Sampling arguments
+    left at ``None`` are not sent, so the server's defaults apply.
+    """
+
+    model: str
+    base_url: str = OPENAI_DEFAULT_URL
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout_s: float = 120.0
+    retries: int = 3
+    system_prompt: str | None = None
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"openai:{self.model}"
+
+    def check(self) -> None:
+        """Fail before any episode when OpenAI's own endpoint would refuse us for want of a key."""
+        if self.base_url.rstrip("/") == OPENAI_DEFAULT_URL and not os.environ.get(self.api_key_env):
+            raise AgentError(f"set {self.api_key_env} (or choose another variable with --api-key-env)")
+
+    def request_body(self, turn: Turn) -> dict[str, Any]:
+        messages = turn.messages()
+        if self.system_prompt:
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        return body
+
+    def act(self, turn: Turn) -> str:
+        reply = self._post(self.request_body(turn))
+        try:
+            content = reply["choices"][0]["message"].get("content")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise AgentError(f"unexpected chat-completions reply: {json.dumps(reply)[:300]}") from exc
+        return content or ""
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        request = urllib.request.Request(f"{self.base_url.rstrip('/')}/chat/completions",
+                                         data=json.dumps(body).encode(), headers=headers, method="POST")
+        for attempt in range(self.retries + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    return json.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:300].decode(errors="replace")
+                retryable = exc.code == 429 or exc.code >= 500
+                error = AgentError(f"HTTP {exc.code} from {request.full_url}: {detail}")
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                retryable, error = True, AgentError(f"{request.full_url} unreachable: {exc}")
+            except json.JSONDecodeError as exc:
+                retryable, error = False, AgentError(f"{request.full_url} did not answer JSON: {exc}")
+            if not retryable or attempt == self.retries:
+                raise error
+            time.sleep(min(2.0**attempt, 30.0))
+        raise AssertionError("unreachable")
+
+
+class PythonAgent(Agent):
+    """Your callable ``(observation: str, history: list[dict], info: dict) -> str``.
+
+    Imported by name (``package.module:function``), so it pickles by name into Ray workers;
+    the module must be importable there too. With ``-c`` above 1 it is called from several
+    threads at once, so it should keep no per-episode state of its own (``history`` has it).
+    """
+
+    def __init__(self, target: str):
+        module, _, function = target.partition(":")
+        if not module or not function:
+            raise ValueError(f"python agent wants MODULE:FUNCTION, got {target!r}")
+        self.target = target
+        self.name = f"python:{target}"
+        self._function: Callable[..., str] | None = None
+        self._load()
+
+    def _load(self) -> Callable[..., str]:
+        if self._function is None:
+            module, _, function = self.target.partition(":")
+            loaded = importlib.import_module(module)
+            for part in function.split("."):
+                loaded = getattr(loaded, part)
+            if not callable(loaded):
+                raise TypeError(f"{self.target} is not callable")
+            self._function = loaded
+        return self._function
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"target": self.target, "name": self.name, "_function": None}
+
+    def act(self, turn: Turn) -> str:
+        info = dict(turn.info)
+        info.update(env_id=turn.env_id, rollout=turn.rollout, seed=turn.seed)
+        return self._load()(turn.observation, [dict(message) for message in turn.history], info)
+
+
+class ResponsesAgent(Agent):
+    """Replays the actions of a JSONL file; the file decides which samples exist."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.name = f"responses:{self.path.name}"
+        self.table: dict[tuple[str | None, str, int], tuple[str, ...]] = {}
+        with self.path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if line.strip():
+                    self._add(number, line)
+        if not self.table:
+            raise AgentError(f"{self.path} holds no responses")
+
+    def _add(self, number: int, line: str) -> None:
+        where = f"{self.path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise AgentError(f"{where}: not JSON ({exc})") from exc
+        if "task_id" not in record:
+            raise AgentError(f"{where}: no task_id")
+        if "actions" in record:
+            actions = record["actions"]
+        elif "response" in record:
+            actions = [record["response"]]
+        else:
+            raise AgentError(f"{where}: give the action texts as `actions` (a list) or `response`")
+        if not isinstance(actions, list) or not all(isinstance(action, str) for action in actions):
+            raise AgentError(f"{where}: actions must be a list of strings")
+        key = (record.get("env_id"), str(record["task_id"]), int(record.get("rollout", 0)))
+        if key in self.table:
+            raise AgentError(f"{where}: a second line for {key}")
+        self.table[key] = tuple(actions)
+
+    def env_ids(self) -> tuple[str, ...]:
+        return tuple(sorted({env_id for env_id, _, _ in self.table if env_id is not None}))
+
+    def samples(self, env_id: str, task_ids: Sequence[str]) -> list[tuple[str, int]]:
+        known = set(task_ids)
+        chosen = [(task_id, rollout) for owner, task_id, rollout in self.table
+                  if owner == env_id or (owner is None and task_id in known)]
+        unknown = sorted({task_id for task_id, _ in chosen} - known)
+        if unknown:
+            raise AgentError(f"{self.path}: task ids not in {env_id}'s eval split: {unknown[:5]}")
+        order = {task_id: index for index, task_id in enumerate(task_ids)}
+        return sorted(chosen, key=lambda pair: (order[pair[0]], pair[1]))
+
+    def act(self, turn: Turn) -> str:
+        actions = self.table.get((turn.env_id, turn.task_id, turn.rollout))
+        if actions is None:
+            actions = self.table[(None, turn.task_id, turn.rollout)]
+        return actions[turn.index] if turn.index < len(actions) else ""
+
+
+def make_agent(spec: str, argument: str | None = None, **openai_options: Any) -> Agent:
+    """An agent from its ``--agent`` spec: ``reference``, ``random``, ``openai`` (with
+    ``openai_options``: ``model`` and the ``OpenAIAgent`` fields), ``python:MODULE:FUNCTION``
+    or ``responses:FILE`` (the part after the kind may come as ``argument`` instead)."""
+    kind, _, inline = spec.partition(":")
+    if kind not in KINDS:
+        raise ValueError(f"unknown agent {spec!r}; choose from {', '.join(KINDS)}")
+    argument = inline or argument
+    if kind in KINDS_WITH_ARGUMENT and not argument:
+        raise ValueError(f"agent {kind} needs an argument: {kind} MODULE:FUNCTION" if kind == "python"
+                         else f"agent {kind} needs an argument: {kind} FILE.jsonl")
+    if kind not in KINDS_WITH_ARGUMENT and argument:
+        raise ValueError(f"agent {kind} takes no argument, got {argument!r}")
+    if kind == "reference":
+        return ReferenceAgent()
+    if kind == "random":
+        return RandomAgent()
+    if kind == "python":
+        return PythonAgent(argument)
+    if kind == "responses":
+        return ResponsesAgent(argument)
+    options = {key: value for key, value in openai_options.items() if value is not None}
+    if not options.get("model"):
+        raise ValueError("agent openai needs --model")
+    agent = OpenAIAgent(**options)
+    agent.check()
+    return agent

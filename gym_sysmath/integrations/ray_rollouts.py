@@ -1,0 +1,170 @@
+"""Episodes spread over a Ray cluster, for evals and rollout collection beyond one machine.
+
+Each Ray actor makes its own envs, and so its own warm sandbox pool on the node it lands on:
+the Docker daemon is local to each node, so no node's containers are driven from another.
+Actors are placed with the ``SPREAD`` strategy and each plays one episode at a time through
+the same ``run_episode`` as the local path, so a sample's result does not depend on where it
+ran. Every node needs gym-sysmath installed and its sandbox image built
+(``gym-sysmath sandbox build``); a ``python:MODULE:FUNCTION`` agent's module must be
+importable there too.
+
+Ray is imported only inside these functions: the package works without it.
+
+    from gym_sysmath.agents import make_agent
+    from gym_sysmath.evaluation import plan_samples
+    from gym_sysmath.integrations.ray_rollouts import ray_rollouts
+
+    agent = make_agent("reference")
+    specs = plan_samples("CsappExact-v0", task_ids, agent, rollouts=4)
+    outcomes = ray_rollouts(specs, agent, address="auto", workers=16)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from gym_sysmath.agents import Agent, OpenAIAgent
+from gym_sysmath.evaluation import Outcome, SampleFailure, SampleSpec, close_all, play
+
+#: Episodes queued on each actor, so it starts the next one while the driver handles the last.
+IN_FLIGHT_PER_WORKER = 2
+
+
+class RolloutWorker:
+    """The body of one Ray actor: envs made on first use (one pool per actor process)."""
+
+    def __init__(self, agent: Agent, make_kwargs: Mapping[str, Any]):
+        import gym_sysmath  # noqa: F401 - registers the ids in this worker process
+
+        self.agent = agent
+        self.make_kwargs = dict(make_kwargs)
+        self.envs: dict[str, gym.Env] = {}
+
+    def play(self, spec: SampleSpec) -> Outcome:
+        return play(self.envs, self.agent, spec, self.make_kwargs)
+
+    def where(self) -> str:
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+    def close(self) -> None:
+        close_all(self.envs)
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError("the Ray path needs ray: pip install 'ray>=2' (or the package's ray extra)") from exc
+    return ray
+
+
+def connect(address: str | None = None) -> bool:
+    """Join the cluster at ``address`` (None: ``RAY_ADDRESS`` or a new local instance).
+    Returns True when this call connected, so the caller shuts down what it started."""
+    ray = _ray()
+    if ray.is_initialized():
+        return False
+    if address:
+        ray.init(address=address, logging_level=logging.WARNING)
+    else:
+        ray.init(logging_level=logging.WARNING)
+    return True
+
+
+def _runtime_env(agent: Agent) -> dict[str, Any] | None:
+    """Hand the driver's API key to the actors, which run where the variable may be unset."""
+    if isinstance(agent, OpenAIAgent) and os.environ.get(agent.api_key_env):
+        return {"env_vars": {agent.api_key_env: os.environ[agent.api_key_env]}}
+    return None
+
+
+def run_ray(specs: Sequence[SampleSpec], agent: Agent, on_outcome: Callable[[Outcome], None], *,
+            workers: int | None = None, make_kwargs: Mapping[str, Any] | None = None, address: str | None = None,
+            cpus_per_worker: float = 1.0) -> None:
+    """Play ``specs`` on up to ``workers`` actors (default: one per cluster CPU), calling
+    ``on_outcome`` on the driver as each lands. A dead actor's samples become
+    ``SampleFailure``s and the others carry on."""
+    if not specs:
+        return
+    ray = _ray()
+    owned = connect(address)
+    actors: list[Any] = []
+    try:
+        cluster_cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        fits = max(1, int(cluster_cpus // cpus_per_worker)) if cpus_per_worker > 0 else len(specs)
+        count = max(1, min(workers or fits, fits, len(specs)))
+        actor_class = ray.remote(RolloutWorker)
+        options: dict[str, Any] = {"num_cpus": cpus_per_worker, "scheduling_strategy": "SPREAD"}
+        runtime_env = _runtime_env(agent)
+        if runtime_env:
+            options["runtime_env"] = runtime_env
+        actors = [actor_class.options(**options).remote(agent, dict(make_kwargs or {})) for _ in range(count)]
+        _dispatch(ray, actors, deque(specs), on_outcome)
+    finally:
+        _stop(ray, actors)
+        if owned:
+            ray.shutdown()
+
+
+def _dispatch(ray: Any, actors: list[Any], waiting: deque[SampleSpec], on_outcome: Callable[[Outcome], None]) -> None:
+    in_flight: dict[Any, tuple[Any, SampleSpec]] = {}
+    dead: set[int] = set()
+
+    def submit(actor: Any) -> None:
+        if waiting:
+            spec = waiting.popleft()
+            in_flight[actor.play.remote(spec)] = (actor, spec)
+
+    for _ in range(IN_FLIGHT_PER_WORKER):
+        for actor in actors:
+            submit(actor)
+    while in_flight:
+        ready, _ = ray.wait(list(in_flight), num_returns=1)
+        for ref in ready:
+            actor, spec = in_flight.pop(ref)
+            try:
+                outcome = ray.get(ref)
+            except Exception as exc:  # an actor or its node died
+                dead.add(id(actor))
+                outcome = SampleFailure(spec, f"ray worker lost: {type(exc).__name__}: {exc}")
+            on_outcome(outcome)
+            if id(actor) not in dead:
+                submit(actor)
+        if waiting and len(dead) == len(actors):
+            while waiting:
+                on_outcome(SampleFailure(waiting.popleft(), "every ray worker was lost"))
+
+
+def _stop(ray: Any, actors: Sequence[Any]) -> None:
+    """Close each actor's envs (its containers go with its pool), then end the actor."""
+    if not actors:
+        return
+    try:
+        ray.get([actor.close.remote() for actor in actors], timeout=60)
+    except Exception:  # lost actors have nothing left to close
+        pass
+    for actor in actors:
+        try:
+            ray.kill(actor)
+        except Exception:  # already gone
+            pass
+
+
+def ray_rollouts(specs: Sequence[SampleSpec], agent: Agent, *, address: str | None = None,
+                 workers: int | None = None, make_kwargs: Mapping[str, Any] | None = None) -> list[Outcome]:
+    """Play ``specs`` over Ray and return their outcomes in the order of ``specs``."""
+    outcomes: dict[tuple[str, str, int], Outcome] = {}
+
+    def keep(outcome: Outcome) -> None:
+        spec = outcome.spec if isinstance(outcome, SampleFailure) else outcome
+        outcomes[spec.key] = outcome
+
+    run_ray(specs, agent, keep, workers=workers, make_kwargs=make_kwargs, address=address)
+    return [outcomes[spec.key] for spec in specs]

@@ -1,0 +1,111 @@
+"""Generate, check and verify every CompGeom file.
+
+    python -m gym_sysmath.tasks.compgeom.build            # write cases, harnesses, starters, contracts, bad fixtures
+    python -m gym_sysmath.tasks.compgeom.build --check    # exit 1 if any generated file is stale or stray
+    python -m gym_sysmath.tasks.compgeom.build --verify   # compile and run all fixtures with the host toolchains
+
+The build fails when the corpus is not trustworthy: an id used twice, a public input repeated in
+the hidden set, a branch of a reference that the hidden cases never reach, or a bug edit that does
+not apply exactly once to its good fixture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from .cases import COMMAND, REACHABLE, VISIBILITIES, build_cases, render_case_file
+from .fixtures import bad_sources, verify
+from .languages import LANGUAGES
+from .layout import ROOT, case_path, contract_path, fixture_path, harness_path, starter_path
+from .primitives import PRIMITIVES
+from .render import contract_markdown, harness_source, starter_source
+from .runner import run_local
+
+GENERATED_DIRS = ("cases", "harness", "starter")
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def _check_corpus(primitive: str, cases: dict) -> None:
+    ids = [c.id for v in VISIBILITIES for c in cases[v]]
+    if len(set(ids)) != len(ids):
+        raise BuildError(f"{primitive}: duplicate case ids")
+    hidden = {c.branch for c in cases["hidden"]}
+    if hidden != REACHABLE[primitive]:
+        raise BuildError(f"{primitive}: hidden cases miss branches {sorted(REACHABLE[primitive] - hidden)} "
+                         f"or reach unknown ones {sorted(hidden - REACHABLE[primitive])}")
+
+
+def generated_files() -> dict[Path, str]:
+    """Every generated path and its expected text."""
+    out: dict[Path, str] = {}
+    for primitive in PRIMITIVES:
+        cases = build_cases(primitive)
+        _check_corpus(primitive, cases)
+        for visibility in VISIBILITIES:
+            out[case_path(primitive, visibility)] = render_case_file(primitive, visibility, cases[visibility])
+        out[contract_path(primitive)] = contract_markdown(primitive)
+        for language in LANGUAGES:
+            out[starter_path(primitive, language)] = starter_source(primitive, language)
+            out[harness_path(primitive, language)] = harness_source(primitive, language)
+            for name, text in bad_sources(primitive, language).items():
+                out[fixture_path(primitive, name)] = text
+    return out
+
+
+def _stray(expected: dict[Path, str]) -> list[Path]:
+    """Files in generated places that the build would not write (e.g. a renamed bug's fixture)."""
+    found = []
+    for primitive in PRIMITIVES:
+        for sub in GENERATED_DIRS:
+            found += [p for p in (ROOT / primitive / sub).glob("*") if p.is_file()]
+        found += list((ROOT / primitive / "fixtures").glob("bad_*"))
+    return sorted(p for p in found if p not in expected)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=COMMAND, description=(__doc__ or "").split("\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="exit 1 if a generated file differs from a fresh build")
+    mode.add_argument("--verify", action="store_true", help="good fixtures pass, bad ones fail, starters score 0")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel compile jobs (--verify)")
+    args = parser.parse_args(argv)
+
+    if args.verify:
+        started = time.monotonic()
+        report = verify(run_local, max_workers=args.workers)
+        print("\n".join(report.lines()))
+        print(f"{len(report.results)} jobs in {time.monotonic() - started:.1f} s")
+        return 0 if report.ok else 1
+
+    expected = generated_files()
+    if args.check:
+        stale = [p for p, text in expected.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+        stray = _stray(expected)
+        for path in stale:
+            print(f"stale: {path.relative_to(ROOT)}", file=sys.stderr)
+        for path in stray:
+            print(f"stray: {path.relative_to(ROOT)}", file=sys.stderr)
+        if stale or stray:
+            print(f"run {COMMAND}", file=sys.stderr)
+            return 1
+        print(f"{len(expected)} generated files are current")
+        return 0
+    for path in _stray(expected):
+        path.unlink()
+    for path, text in expected.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    print(f"wrote {len(expected)} files under {ROOT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

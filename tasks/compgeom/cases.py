@@ -1,0 +1,293 @@
+"""The case corpus: generation from scenarios and seeded random draws, JSON rendering and loading.
+
+Every expected output is computed by the exact reference from the case's own input; nothing is
+typed. Inputs are small integers and dyadic rationals (quarters, and 2**-24 for the nearly
+parallel scenarios), so every double-precision product a natural implementation forms is exact.
+
+Public cases are the scenarios named in ``scenarios.PUBLIC`` in their canonical coordinates plus
+a few random draws. Hidden cases are every scenario under three random symmetries (rotation by
+quarter turns, mirror, translation, rescaled directions, reversed segments, swapped inputs where
+both have the same type) plus seeded random configurations, half of them parallel or collinear
+on purpose. Each item has its own ``numpy.random.Generator``; the global RNG is never used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .layout import case_path
+from .primitives import BY_NAME, PRIMITIVES, Primitive
+from .reference import solve
+from .scenarios import PUBLIC, SCENARIOS_2D, SCENARIOS_BOX
+
+COMMAND = "python -m gym_sysmath.tasks.compgeom.build"
+BASE_SEED = 20240605
+VARIANTS = 3
+RANDOM_HIDDEN = {"box": 50, "2d": 60}
+RANDOM_PUBLIC = 4
+RANDOM_MODES = ("generic",) * 4 + ("parallel",) + ("collinear",) * 3  # hidden draws: half on purpose special
+VISIBILITIES = ("public", "hidden")
+
+Q = Fraction
+Vec = tuple[Fraction, Fraction]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One query: its input as decoded JSON, the exact reference's output as floats, the branch."""
+
+    id: str
+    primitive: str
+    input: Mapping[str, Any]
+    expected: Mapping[str, Any]
+    branch: str
+
+    def to_record(self) -> dict[str, Any]:
+        return {"id": self.id, "branch": self.branch, "input": self.input, "expected": self.expected}
+
+
+# ---------------------------------------------------------------- exact values to JSON
+
+def _num(x: Fraction) -> float:
+    """An input number as a float, refusing any that double precision cannot hold exactly."""
+    value = float(x)
+    if Fraction(value) != x:
+        raise ValueError(f"input {x} is not exact in double precision")
+    return value
+
+
+def _input_record(primitive: Primitive, values: Sequence[Sequence[Fraction]]) -> dict[str, Any]:
+    """values: the four field values in argument order (two per input)."""
+    record: dict[str, Any] = {}
+    for index, (arg, shape) in enumerate(primitive.args):
+        record[arg] = {field: [_num(x) for x in values[2 * index + k]] for k, field in enumerate(shape.fields)}
+    return record
+
+
+def _expected_record(primitive: Primitive, result: Any) -> dict[str, Any]:
+    if primitive.is_box:
+        return {"kind": result.kind, "min": [float(x) for x in result.min], "max": [float(x) for x in result.max]}
+    return {
+        "kind": result.kind,
+        "t0": [float(t) for t in result.t0],
+        "t1": [float(t) for t in result.t1],
+        "points": [[float(x), float(y)] for x, y in result.points],
+    }
+
+
+def make_case(primitive: Primitive, case_id: str, values: Sequence[Sequence[Fraction]]) -> Case:
+    """A case whose expectation is the exact reference's output on exactly these inputs."""
+    case_input = _input_record(primitive, values)
+    result = solve(primitive.name, case_input)
+    return Case(case_id, primitive.name, case_input, _expected_record(primitive, result), result.branch)
+
+
+# ---------------------------------------------------------------- 2D symmetries and draws
+
+def _rotate(v: Vec, quarter_turns: int, mirror: bool) -> Vec:
+    x, y = v
+    for _ in range(quarter_turns % 4):
+        x, y = -y, x
+    return (x, -y) if mirror else (x, y)
+
+
+def _pick(rng: np.random.Generator, options: Sequence[Any]) -> Any:
+    return options[int(rng.integers(len(options)))]
+
+
+def _quarter(rng: np.random.Generator, bound: int) -> Fraction:
+    """A multiple of 1/4 in [-bound, bound]."""
+    return Q(int(rng.integers(-4 * bound, 4 * bound + 1)), 4)
+
+
+SCALES = (Q(1, 2), Q(3, 4), Q(1), Q(3, 2), Q(2), Q(3), Q(4))
+
+
+def _transform_2d(primitive: Primitive, values: list[Vec], rng: np.random.Generator) -> list[Vec]:
+    """The same configuration under a random symmetry that keeps every branch decision."""
+    turns, mirror = int(rng.integers(4)), bool(rng.integers(2))
+    shift = (_quarter(rng, 3), _quarter(rng, 3))
+    out = list(values)
+    for index, (_, shape) in enumerate(primitive.args):
+        a, b = (_rotate(v, turns, mirror) for v in values[2 * index: 2 * index + 2])
+        if shape.fields == ("p0", "p1"):
+            a, b = (a[0] + shift[0], a[1] + shift[1]), (b[0] + shift[0], b[1] + shift[1])
+            if rng.integers(2):
+                a, b = b, a
+        else:
+            scale = _pick(rng, SCALES) * (-1 if shape.type_name == "Line2" and rng.integers(2) else 1)
+            a, b = (a[0] + shift[0], a[1] + shift[1]), (b[0] * scale, b[1] * scale)
+        out[2 * index: 2 * index + 2] = [a, b]
+    if primitive.args[0][1] is primitive.args[1][1] and rng.integers(2):
+        out = out[2:] + out[:2]
+    return out
+
+
+def _from_points(primitive: Primitive, points: list[Vec]) -> list[Vec]:
+    """Fields from two points per input: (origin, point - origin) or (p0, p1)."""
+    out = []
+    for index, (_, shape) in enumerate(primitive.args):
+        a, b = points[2 * index], points[2 * index + 1]
+        out += [a, b] if shape.fields == ("p0", "p1") else [a, (b[0] - a[0], b[1] - a[1])]
+    return out
+
+
+def _random_2d(primitive: Primitive, rng: np.random.Generator, mode: str) -> list[Vec]:
+    """Generic, parallel or collinear configurations from two points per input."""
+    def point() -> Vec:
+        return (_quarter(rng, 4), _quarter(rng, 4))
+
+    a0 = point()
+    b0 = (a0[0] + int(rng.integers(-3, 4)), a0[1] + int(rng.integers(-3, 4)))
+    d0 = (b0[0] - a0[0], b0[1] - a0[1])
+    if mode == "generic" or d0 == (0, 0):
+        a1, b1 = point(), point()
+    elif mode == "parallel":
+        a1 = point()
+        k = _pick(rng, (Q(-2), Q(-3, 2), Q(-1), Q(-1, 2), Q(1, 2), Q(1), Q(3, 2), Q(2)))
+        b1 = (a1[0] + k * d0[0], a1[1] + k * d0[1])
+    else:
+        u, v = _quarter(rng, 3), _quarter(rng, 3)
+        while v == u and primitive.args[1][1].fields == ("p0", "p1"):
+            v = _quarter(rng, 3)
+        if v == u:  # a ray or line needs a direction; keep it non-zero
+            v = u + 1
+        a1, b1 = (a0[0] + u * d0[0], a0[1] + u * d0[1]), (a0[0] + v * d0[0], a0[1] + v * d0[1])
+    return _from_points(primitive, [a0, b0, a1, b1])
+
+
+# ---------------------------------------------------------------- box symmetries and draws
+
+def _transform_box(values: list[tuple[Fraction, ...]], rng: np.random.Generator) -> list[tuple[Fraction, ...]]:
+    """Permute axes, mirror some, translate, and maybe swap the boxes: branches are unchanged."""
+    n = len(values[0])
+    order = [int(i) for i in rng.permutation(n)]
+    flips = [bool(rng.integers(2)) for _ in range(n)]
+    shift = [_quarter(rng, 3) for _ in range(n)]
+    out: list[tuple[Fraction, ...]] = []
+    for lo, hi in (values[0:2], values[2:4]):
+        new_lo, new_hi = [], []
+        for axis in order:
+            a, b = (-hi[axis], -lo[axis]) if flips[axis] else (lo[axis], hi[axis])
+            new_lo.append(a + shift[axis])
+            new_hi.append(b + shift[axis])
+        out += [tuple(new_lo), tuple(new_hi)]
+    return out[2:] + out[:2] if rng.integers(2) else out
+
+
+def _random_box(rng: np.random.Generator) -> list[tuple[Fraction, ...]]:
+    n = int(rng.integers(1, 6))
+    boxes = []
+    for _ in range(2):
+        lo, hi = [], []
+        for _ in range(n):
+            a, b = sorted((Q(int(rng.integers(-3, 4))), Q(int(rng.integers(-3, 4)))))
+            lo.append(a)
+            hi.append(b)
+        if rng.random() < 0.05:
+            axis = int(rng.integers(n))
+            lo[axis], hi[axis] = hi[axis] + 1, lo[axis]
+        boxes += [tuple(lo), tuple(hi)]
+    return boxes
+
+
+# ---------------------------------------------------------------- the corpus
+
+_CROSS = ("invalid", "cross", "cross_touch", "cross_miss", "parallel")
+_BOUNDED = tuple(f"collinear_{k}_{s}" for k in ("none", "point", "segment") for s in ("same", "opposite"))
+REACHABLE: dict[str, frozenset[str]] = {
+    "aligned_box_aligned_box": frozenset({"invalid", "separated", "touch", "flat_input", "overlap"}),
+    "line2_line2": frozenset({"invalid", "cross", "parallel", "collinear_line_same", "collinear_line_opposite"}),
+    "line2_ray2": frozenset({*_CROSS, "collinear_ray_same", "collinear_ray_opposite"}),
+    "line2_segment2": frozenset({*_CROSS, "collinear_segment_same", "collinear_segment_opposite"}),
+    "ray2_ray2": frozenset({*_CROSS, "collinear_ray_same", "collinear_segment_opposite", "collinear_point_opposite",
+                            "collinear_none_opposite"}),
+    "ray2_segment2": frozenset({*_CROSS, *_BOUNDED}),
+    "segment2_segment2": frozenset({*_CROSS, *_BOUNDED}),
+}
+"""Every branch of each reference that some input reaches; the hidden set must cover all of them."""
+
+def _exact(values: Sequence[Sequence[Any]]) -> list[tuple[Fraction, ...]]:
+    return [tuple(Q(x) for x in v) for v in values]
+
+
+def _scenarios(primitive: Primitive) -> tuple[tuple[str, list[tuple[Fraction, ...]]], ...]:
+    table = SCENARIOS_BOX if primitive.is_box else SCENARIOS_2D[primitive.name]
+    return tuple((name, _exact(values)) for name, values in table)
+
+
+def _rng(primitive: Primitive, *stream: int) -> np.random.Generator:
+    return np.random.default_rng([BASE_SEED, PRIMITIVES.index(primitive.name), *stream])
+
+
+def _draws(primitive: Primitive, visibility: str) -> Iterator[tuple[str, list[Any]]]:
+    """(id, field values) in file order, before de-duplication."""
+    scenarios = _scenarios(primitive)
+    if visibility == "public":
+        by_name = dict(scenarios)
+        for name in PUBLIC[primitive.name]:
+            yield name, by_name[name]
+    else:
+        for s_index, (name, values) in enumerate(scenarios):
+            for variant in range(VARIANTS):
+                rng = _rng(primitive, 1, s_index, variant)
+                moved = _transform_box(values, rng) if primitive.is_box else _transform_2d(primitive, values, rng)
+                yield f"{name}-{variant}", moved
+    count = RANDOM_PUBLIC if visibility == "public" else RANDOM_HIDDEN["box" if primitive.is_box else "2d"]
+    for index in range(count):
+        rng = _rng(primitive, 2 if visibility == "public" else 3, index)
+        prefix = "sample" if visibility == "public" else "random"
+        if primitive.is_box:
+            yield f"{prefix}-{index:03d}", _random_box(rng)
+        else:
+            mode = "generic" if visibility == "public" else _pick(rng, RANDOM_MODES)
+            yield f"{prefix}-{mode}-{index:03d}", _random_2d(primitive, rng, mode)
+
+
+def _key(case: Case) -> str:
+    return json.dumps(case.input, sort_keys=True)
+
+
+def build_cases(primitive_name: str) -> dict[str, tuple[Case, ...]]:
+    """Public and hidden cases; a hidden draw that repeats any earlier input is dropped."""
+    primitive = BY_NAME[primitive_name]
+    seen: set[str] = set()
+    out: dict[str, tuple[Case, ...]] = {}
+    for visibility in VISIBILITIES:
+        cases = []
+        for case_id, values in _draws(primitive, visibility):
+            case = make_case(primitive, case_id, values)
+            if _key(case) not in seen:
+                seen.add(_key(case))
+                cases.append(case)
+        out[visibility] = tuple(cases)
+    return out
+
+
+def render_case_file(primitive: str, visibility: str, cases: Sequence[Case]) -> str:
+    """The file text: a header naming the command, then one case per line so diffs stay readable."""
+    header = {
+        "generated_by": COMMAND,
+        "note": "Do not edit: regenerate with the command above; --check proves it is current.",
+        "primitive": primitive,
+        "visibility": visibility,
+        "count": len(cases),
+    }
+    lines = [f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in header.items()]
+    items = ",\n".join(f"    {json.dumps(c.to_record())}" for c in cases)
+    return "{\n" + "\n".join(lines) + '\n  "cases": [\n' + items + "\n  ]\n}\n"
+
+
+def load_cases(primitive: str, visibility: str, path: Path | None = None) -> tuple[Case, ...]:
+    """The shipped cases of one primitive and visibility."""
+    data = json.loads((path or case_path(primitive, visibility)).read_text(encoding="utf-8"))
+    if data.get("primitive") != primitive or data.get("visibility") != visibility:
+        raise ValueError(f"{path}: header does not name {primitive}/{visibility}")
+    return tuple(Case(c["id"], primitive, c["input"], c["expected"], c["branch"]) for c in data["cases"])

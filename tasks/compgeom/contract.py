@@ -1,0 +1,78 @@
+"""The contract text every task states: shared conventions plus the primitive's reference docstring.
+
+The primitive-specific rules live in one place, the module docstring of its exact reference
+(``reference/<primitive>.py``), so the prose the agent reads and the code that computes the
+expected outputs sit side by side. ``CONTRACT.md`` is generated from them and checked.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+COMMON_2D = """\
+## Conventions shared by the 2D primitives
+
+- Inputs and outputs are double precision (`double`, `f64`, `float`); a point or a vector is a
+  `Vec2` with fields `x` and `y`.
+- A line is `origin + t*direction` for every real `t`. A ray is `origin + t*direction` for
+  `t >= 0`. A segment from `p0` to `p1` is `p0 + t*(p1 - p0)` for `0 <= t <= 1`. Directions
+  need not be normalised: a parameter is always in its input's own parametrisation, whatever
+  the length of the direction.
+- `perp(a, b) = a.x*b.y - a.y*b.x` and `dot(a, b) = a.x*b.x + a.y*b.y`. Two inputs are parallel
+  exactly when `perp(d0, d1) == 0`; parallel inputs are collinear exactly when also
+  `perp(q, d0) == 0`, where `q` is the second input's origin (or `p0`) minus the first's.
+  There is no tolerance anywhere: every test input is a small integer or a dyadic rational
+  (`k/2^m`), so these products are exact in double precision, and every interval test
+  (`t >= 0`, `0 <= t <= 1`) is decided exactly; an end point counts as inside.
+- An input is degenerate when a line or ray direction is `(0, 0)` or a segment has
+  `p0 == p1`. Then the result is `invalid`, whatever the other input is.
+
+## The result
+
+`kind` is one of `invalid`, `none`, `point`, `segment`, `ray`, `line` (the enumerator of
+that name in your language). `points[i]` is the i-th reported point, and `t0[i]` and `t1[i]`
+are its parameters on the first and on the second input. The three lists have the same
+length, fixed by the kind:
+
+| kind | entries | what they are |
+| --- | --- | --- |
+| `invalid`, `none`, `line` | 0 | nothing to report |
+| `point` | 1 | the intersection point |
+| `segment` | 2 | the overlap's two end points, in increasing order of `t0` |
+| `ray` | 1 | the overlap's start (its only end point) |
+
+Kinds and list lengths are compared exactly; numbers with a relative tolerance of `1e-9`
+(absolute `1e-12` near zero). Do not print to standard output: the test harness owns it.
+"""
+
+COMMON_BOX = """\
+## Conventions
+
+- Coordinates are double precision (`double`, `f64`, `float`). An `AlignedBox` has two
+  coordinate lists, `min` and `max`, of the same length `N >= 1` (the tests use N from 1 to 5;
+  both boxes of a query always have the same N).
+- A box is the closed solid `{x : min[i] <= x[i] <= max[i] for every i}`. A box with
+  `min[i] == max[i]` on some axis is valid (flat, down to a single point).
+- Every test input is a small integer or a dyadic rational, so comparisons are exact; there is
+  no tolerance anywhere.
+
+## The result
+
+`kind` is one of `invalid`, `none`, `box` (the enumerator of that name in your language) and
+`overlap` is an `AlignedBox`: the intersection for `box`, and empty `min` and `max` lists for
+`invalid` and `none`. Kinds and list lengths are compared exactly; numbers with a relative
+tolerance of `1e-9`. Do not print to standard output: the test harness owns it.
+"""
+
+
+def reference_module(primitive: str):
+    return importlib.import_module(f"gym_sysmath.tasks.compgeom.reference.{primitive}")
+
+
+def contract_text(primitive: str) -> str:
+    """The full contract in markdown: title, the reference's docstring, the shared conventions."""
+    module = reference_module(primitive)
+    doc = inspect.cleandoc(module.__doc__ or "")
+    common = COMMON_BOX if primitive == "aligned_box_aligned_box" else COMMON_2D
+    return f"# Contract: `{primitive}`\n\n{doc}\n\n{common}"

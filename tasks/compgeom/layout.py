@@ -1,0 +1,41 @@
+"""Where each file of a primitive lives under ``tasks/compgeom/<primitive>/``.
+
+    CONTRACT.md                  generated from reference/<primitive>.py and contract.py
+    cases/{public,hidden}.json   generated case corpus (inputs and exact expectations)
+    starter/candidate.<ext>      generated starter, the API with an unimplemented body
+    harness/main.<ext>           generated harness that calls the candidate
+    fixtures/good.<ext>          hand-written known-good solutions
+    fixtures/bad_<bug>.<ext>     generated known-bad solutions (good + one bug)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .languages import BY_LANGUAGE
+
+ROOT = Path(__file__).parent
+
+
+def contract_path(primitive: str) -> Path:
+    return ROOT / primitive / "CONTRACT.md"
+
+
+def case_path(primitive: str, visibility: str) -> Path:
+    return ROOT / primitive / "cases" / f"{visibility}.json"
+
+
+def starter_path(primitive: str, language: str) -> Path:
+    return ROOT / primitive / "starter" / BY_LANGUAGE[language].candidate_file
+
+
+def harness_path(primitive: str, language: str) -> Path:
+    return ROOT / primitive / "harness" / BY_LANGUAGE[language].harness_file
+
+
+def fixture_path(primitive: str, name: str) -> Path:
+    return ROOT / primitive / "fixtures" / name
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")

@@ -1,0 +1,49 @@
+"""A local stand-in for the sandbox: compile and run one job with the host toolchains.
+
+``run_local(language, files, stdin) -> (status, output)`` has the shape ``verify`` expects of any
+runner (the env passes the Docker sandbox instead). ``status`` is ``"ok"`` when the program
+compiled and exited 0, and then ``output`` is its stdout; otherwise ``status`` is
+``"compile_error"``, ``"runtime_error"`` or ``"timeout"`` and ``output`` is the diagnostics.
+It isolates nothing; use it for known code (fixtures, tests), never for agent submissions.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from .languages import BY_LANGUAGE
+
+OK = "ok"
+Runner = Callable[[str, Mapping[str, str], str], tuple[str, str]]
+
+
+def run_local(language: str, files: Mapping[str, str], stdin: str, *,
+              compile_timeout_s: float = 120.0, run_timeout_s: float = 60.0) -> tuple[str, str]:
+    lang = BY_LANGUAGE[language]
+    with tempfile.TemporaryDirectory(prefix="compgeom-") as tmp:
+        for name, text in files.items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        if lang.build:
+            try:
+                built = subprocess.run(shlex.split(lang.build), cwd=tmp, capture_output=True, text=True,
+                                       timeout=compile_timeout_s)
+            except subprocess.TimeoutExpired:
+                return "timeout", "compilation timed out"
+            if built.returncode != 0:
+                return "compile_error", built.stdout + built.stderr
+            command = ["./prog"]
+        else:
+            command = [sys.executable, lang.harness_file]
+        try:
+            ran = subprocess.run(command, cwd=tmp, input=stdin, capture_output=True, text=True,
+                                 timeout=run_timeout_s)
+        except subprocess.TimeoutExpired:
+            return "timeout", "run timed out"
+        if ran.returncode != 0:
+            return "runtime_error", f"exit status {ran.returncode}\n{ran.stderr[-4000:]}"
+        return OK, ran.stdout

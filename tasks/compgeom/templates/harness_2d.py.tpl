@@ -1,0 +1,56 @@
+${header}
+"""Reads the case inputs from stdin, calls candidate.${function} once per case and prints one
+record per case. The expected outputs never come here: the host compares the records.
+
+stdin:  <count>, then per case 8 numbers (the two inputs' fields in order)
+stdout: "R <index> <kind> <n> <t0...> <n> <t1...> <n> <x y...>" per case, or "E <index>" when
+        the candidate raised; then "END <count>". Numbers are printed with repr(float).
+"""
+
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import candidate
+
+
+def numbers(values):
+    values = [float(value) for value in values]
+    return [str(len(values)), *map(repr, values)]
+
+
+def record(index, result):
+    parts = ["R", str(index), candidate.Kind(result.kind).value, *numbers(result.t0), *numbers(result.t1)]
+    points = [tuple(point) for point in result.points]
+    parts.append(str(len(points)))
+    for x, y in points:
+        parts += [repr(float(x)), repr(float(y))]
+    return " ".join(parts)
+
+
+def main():
+    tokens = sys.stdin.read().split()
+    count = int(tokens[0])
+    pos = 1
+    reported = False
+    for index in range(count):
+        v = [float(token) for token in tokens[pos:pos + 8]]
+        pos += 8
+        try:
+            arg0 = ${arg0}
+            arg1 = ${arg1}
+            line = record(index, candidate.${function}(arg0, arg1))
+        except Exception:
+            if not reported:
+                print(f"case {index}:", traceback.format_exc(), file=sys.stderr)
+            reported = True
+            line = f"E {index}"
+        sys.stdout.write(line + "\n")
+    sys.stdout.write(f"END {count}\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

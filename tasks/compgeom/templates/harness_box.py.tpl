@@ -1,0 +1,54 @@
+${header}
+"""Reads the case inputs from stdin, calls candidate.${function} once per case and prints one
+record per case. The expected outputs never come here: the host compares the records.
+
+stdin:  <count>, then per case N and 4*N numbers (box0.min, box0.max, box1.min, box1.max)
+stdout: "R <index> <kind> <n> <min...> <n> <max...>" per case, or "E <index>" when the
+        candidate raised; then "END <count>". Numbers are printed with repr(float).
+"""
+
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import candidate
+
+
+def numbers(values):
+    values = [float(value) for value in values]
+    return [str(len(values)), *map(repr, values)]
+
+
+def record(index, result):
+    overlap = result.overlap
+    kind = candidate.Kind(result.kind).value
+    return " ".join(["R", str(index), kind, *numbers(overlap.min), *numbers(overlap.max)])
+
+
+def main():
+    tokens = sys.stdin.read().split()
+    count = int(tokens[0])
+    pos = 1
+    reported = False
+    for index in range(count):
+        n = int(tokens[pos])
+        v = [float(token) for token in tokens[pos + 1:pos + 1 + 4 * n]]
+        pos += 1 + 4 * n
+        try:
+            box0 = candidate.AlignedBox(min=v[0:n], max=v[n:2 * n])
+            box1 = candidate.AlignedBox(min=v[2 * n:3 * n], max=v[3 * n:4 * n])
+            line = record(index, candidate.${function}(box0, box1))
+        except Exception:
+            if not reported:
+                print(f"case {index}:", traceback.format_exc(), file=sys.stderr)
+            reported = True
+            line = f"E {index}"
+        sys.stdout.write(line + "\n")
+    sys.stdout.write(f"END {count}\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
