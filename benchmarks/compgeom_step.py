@@ -50,7 +50,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     client = image.docker_client()
-    warm = client.containers.run(image.image_tag(), entrypoint=["sleep", "infinity"], detach=True,
+    # the same one-CPU quota as a pool container, so both sides compile on the same budget
+    warm = client.containers.run(image.image_tag(), entrypoint=["sleep", "infinity"], detach=True, nano_cpus=10**9,
                                  network_mode="none", labels={"gym_sysmath.sandbox": "1",
                                                               "gym_sysmath.owner": image.owner_label()})
     rows = []

@@ -142,12 +142,12 @@ class DockerWorker(Worker):
 
     def destroy(self) -> None:
         self.broken = True
-        sock = getattr(self, "sock", None)
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError:
-                pass
+        for stream in (getattr(self, "_attached", None), getattr(self, "sock", None)):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
         if self.container is not None:
             try:
                 self.container.remove(force=True)

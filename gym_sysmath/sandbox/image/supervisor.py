@@ -56,8 +56,8 @@ COMPILERS = {
 
 #: Imported once by the supervisor so that forked jobs get them for free (and so that, under
 #: the process backend, they work even where the job's uid cannot read the interpreter's files).
-PRELOADED_MODULES = ("collections", "decimal", "fractions", "functools", "itertools", "math", "random",
-                     "re", "statistics", "string")
+PRELOADED_MODULES = ("collections", "dataclasses", "decimal", "enum", "fractions", "functools", "itertools",
+                     "math", "random", "re", "statistics", "string", "typing")
 
 MEMORY_ERROR_MARKERS = (b"MemoryError", b"std::bad_alloc", b"memory allocation of")
 
@@ -438,6 +438,15 @@ def _as_uid(uid: int, action) -> None:
     os.waitpid(pid, 0)
 
 
+def _empty_dir(folder: str) -> None:
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+
+
 def _purge_uid(uid: int, workdir: str | None) -> None:
     """Kill every process left under ``uid`` (kill(-1) as that uid) and remove its scratch dir.
 
@@ -450,12 +459,14 @@ def _purge_uid(uid: int, workdir: str | None) -> None:
                 os.kill(-1, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if workdir:
+        if workdir:  # its contents; the dir itself is in root's scratch root, so root removes it
             try:
-                shutil.rmtree(workdir)
+                _empty_dir(workdir)
             except (OSError, RecursionError):
                 subprocess.run(["chmod", "-R", "u+rwx", workdir], stderr=subprocess.DEVNULL, check=False)
-                subprocess.run(["rm", "-rf", "--one-file-system", workdir], stderr=subprocess.DEVNULL, check=False)
+                for entry in os.listdir(workdir):
+                    subprocess.run(["rm", "-rf", "--one-file-system", os.path.join(workdir, entry)],
+                                   stderr=subprocess.DEVNULL, check=False)
     _as_uid(uid, action)
     if workdir and os.path.isdir(workdir):
         try:
