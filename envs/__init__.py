@@ -1,1 +1,2 @@
-"""One module per task family; each registers its Gymnasium ids through gym_sysmath."""
+"""One module per task family: the env class and its Gymnasium docstring. The ids are
+registered in ``gym_sysmath.registration``."""

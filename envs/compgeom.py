@@ -13,8 +13,6 @@ from gym_sysmath.tasks import compgeom
 from gym_sysmath.verdicts import FAILED_EXECUTION, Grade, Verdict
 
 RUN_LIMITS = Limits(wall_s=10.0, cpu_s=5.0, memory_bytes=2 * 1024**3)
-COMPILE_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_bytes=4 * 1024**3,
-                        stdout_bytes=64 * 1024, stderr_bytes=64 * 1024)
 PERF_LIMITS = Limits(wall_s=30.0, cpu_s=20.0, memory_bytes=2 * 1024**3, stdout_bytes=16 * 1024**2)
 PERF_REPEATS = 5
 PERF_COPIES = 40  # the hidden inputs, this many times over: long enough to time, short enough to wait for
@@ -75,13 +73,12 @@ class CompGeomEnv(SysmathEnv):
 
     family = "compgeom"
     default_max_turns = 8
+    splits = ("eval",)
 
     def __init__(self, *, split: str = "eval", languages: Sequence[str] | None = None,
                  primitives: Sequence[str] | None = None, max_turns: int | None = None,
                  performance_weight: float = 0.0, measure_performance: bool = False, sandbox: str = "docker",
                  pool_size: int | None = None, render_mode: str | None = None):
-        if split != "eval":
-            raise ValueError(f"CompGeom-v0 has one split, 'eval' (its 21 tasks), not {split!r}")
         if performance_weight < 0:
             raise ValueError(f"performance_weight must be >= 0, got {performance_weight}")
         self._tasks = {task.task_id: task for task in compgeom.load_tasks(primitives, languages)}
@@ -91,7 +88,9 @@ class CompGeomEnv(SysmathEnv):
         self._candidate: str | None = None
         self._public: compgeom.CaseReport | None = None
         self._reference_cpu: dict[str, float] = {}
-        super().__init__(max_turns=max_turns, sandbox=sandbox, pool_size=pool_size, render_mode=render_mode)
+        self._stdin_cache: dict[tuple[str, str], str] = {}
+        super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
+                         render_mode=render_mode)
 
     @property
     def task_ids(self) -> tuple[str, ...]:
@@ -103,9 +102,7 @@ class CompGeomEnv(SysmathEnv):
 
     def _select_task(self, options: Mapping[str, Any]) -> Task:
         if "task_id" in options:
-            chosen = self._tasks.get(options["task_id"])
-            if chosen is None:
-                raise ValueError(f"unknown task_id {options['task_id']!r}; see env.unwrapped.task_ids")
+            chosen = self._lookup(self._tasks, options["task_id"])
         else:
             ids = [task_id for task_id, task in self._tasks.items()
                    if options.get("primitive") in (None, task.primitive)
@@ -130,7 +127,7 @@ class CompGeomEnv(SysmathEnv):
         self._candidate = action.code
         if self.turn >= self.max_turns:
             return self._submit()
-        result = self._run(task.public_cases)
+        result = self._run("public")
         self._public = None
         text = [self._compile_report(result)]
         if result.status == "ok":
@@ -150,7 +147,7 @@ class CompGeomEnv(SysmathEnv):
         if self._candidate is None:
             return Grade(Verdict.FORMAT_ERROR, f"no {task.language} code block was given before submitting",
                          self._metrics(None, None))
-        result = self._run(task.hidden_cases)
+        result = self._run("hidden")
         if result.status != "ok":
             verdict = FAILED_EXECUTION.get(result.status, Verdict.RUNTIME_ERROR)
             return Grade(verdict, f"the program ended with {result.status}", self._metrics(result, None, hidden=True))
@@ -158,26 +155,28 @@ class CompGeomEnv(SysmathEnv):
         info = self._metrics(result, report, hidden=True)
         if not report.ok:
             return Grade(Verdict.WRONG_ANSWER, f"hidden cases passed: {report.summary()}", info)
-        if self.measure_performance:
-            info["performance_score"] = self._performance(task)
-        return Grade(Verdict.CORRECT, "", info)
-
-    def _finish(self, grade: Grade):
-        observation, reward, terminated, truncated, info = super()._finish(grade)
-        score = info.get("performance_score")
-        if grade.correct and self.performance_weight > 0 and score is not None:
-            reward = 1.0 + self.performance_weight * score
-        return observation, reward, terminated, truncated, info
+        if not self.measure_performance:
+            return Grade(Verdict.CORRECT, "", info)
+        info["performance_score"] = score = self._performance(task)
+        return Grade(Verdict.CORRECT, "", info, bonus=self.performance_weight * score)
 
     # ------------------------------------------------------------------ sandbox
 
-    def _run(self, cases: Sequence[compgeom.Case], source: str | None = None,
-             limits: Limits = RUN_LIMITS) -> ExecutionResult:
+    def _run(self, which: str, source: str | None = None, limits: Limits = RUN_LIMITS) -> ExecutionResult:
+        """Build and run ``source`` (default: the candidate) on the ``which`` inputs of the task."""
         task = self._current
         assert task is not None
         files = compgeom.job_files(task, self._candidate if source is None else source)
-        return self.sandbox.run(Job(task.language, files, stdin=compgeom.stdin_for(cases), limits=limits,
-                                    compile_limits=COMPILE_LIMITS))
+        return self.sandbox.run(Job(task.language, files, stdin=self._stdin(task, which), limits=limits))
+
+    def _stdin(self, task: compgeom.CompGeomTask, which: str) -> str:
+        """The harness's stdin for public, hidden or timing inputs, built once per task."""
+        key = (task.task_id, which)
+        if key not in self._stdin_cache:
+            cases = {"public": task.public_cases, "hidden": task.hidden_cases,
+                     "timing": tuple(task.hidden_cases) * PERF_COPIES}[which]
+            self._stdin_cache[key] = compgeom.stdin_for(cases)
+        return self._stdin_cache[key]
 
     def _performance(self, task: compgeom.CompGeomTask) -> float:
         """CPU time of the reference over the candidate's (medians, after a warm-up), capped at 1.
@@ -185,18 +184,17 @@ class CompGeomEnv(SysmathEnv):
         Both run in the same sandbox runtime on the same seeded inputs, so a score is only ever
         relative to its own language. The reference's time is measured once per task.
         """
-        cases = tuple(task.hidden_cases) * PERF_COPIES
         if task.task_id not in self._reference_cpu:
-            self._reference_cpu[task.task_id] = self._median_cpu(cases, compgeom.reference_solution(task))
-        candidate = self._median_cpu(cases, None)
+            self._reference_cpu[task.task_id] = self._median_cpu(compgeom.reference_solution(task))
+        candidate = self._median_cpu(None)
         if candidate is None or self._reference_cpu[task.task_id] is None:
             return 0.0
         return round(min(1.0, self._reference_cpu[task.task_id] / max(candidate, 1e-4)), 4)
 
-    def _median_cpu(self, cases: Sequence[compgeom.Case], source: str | None) -> float | None:
+    def _median_cpu(self, source: str | None) -> float | None:
         samples = []
         for attempt in range(PERF_REPEATS + 1):
-            result = self._run(cases, source, PERF_LIMITS)
+            result = self._run("timing", source, PERF_LIMITS)
             if result.status != "ok":
                 return None
             if attempt:  # the first run warms the caches
@@ -243,7 +241,7 @@ def sandbox_runner(sandbox: Sandbox):
     """``compgeom.verify``'s runner on a real sandbox: (language, files, stdin) -> (status, output)."""
 
     def run(language: str, files: Mapping[str, str], stdin: str) -> tuple[str, str]:
-        result = sandbox.run(Job(language, dict(files), stdin=stdin, limits=RUN_LIMITS, compile_limits=COMPILE_LIMITS))
+        result = sandbox.run(Job(language, dict(files), stdin=stdin, limits=RUN_LIMITS))
         return (compgeom.OK, result.stdout) if result.ok else (result.status, result.stderr)
 
     return run

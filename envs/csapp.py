@@ -8,13 +8,10 @@ from typing import Any
 
 from gym_sysmath.actions import CodeAction, FinalAction
 from gym_sysmath.answers import choose_answer, find_answers, unwrap
-from gym_sysmath.env import SysmathEnv, Task, ToolTurn, format_tool_output
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.exact import exact_equal, is_json_primitive_list
-from gym_sysmath.sandbox import PythonSession
 from gym_sysmath.tasks import csapp
 from gym_sysmath.verdicts import Grade, Verdict
-
-SPLITS = ("eval", "train")
 
 
 def _parse_or_none(raw: str) -> list | None:
@@ -77,11 +74,8 @@ class CsappExactEnv(SysmathEnv):
     def __init__(self, *, split: str = "eval", categories: tuple[str, ...] | list[str] | None = None,
                  max_turns: int | None = None, tasks_path: str | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, render_mode: str | None = None):
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.categories = self._check_categories(categories)
         self._tasks = {task.task_id: task for task in csapp.load_tasks(tasks_path)}
-        self._session: PythonSession | None = None
         self._current: csapp.CsappTask | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
                          render_mode=render_mode)
@@ -106,9 +100,7 @@ class CsappExactEnv(SysmathEnv):
     def _select_task(self, options: Mapping[str, Any]) -> Task:
         categories = self._check_categories(options.get("categories")) or self.categories
         if "task_id" in options:
-            chosen = self._tasks.get(options["task_id"])
-            if chosen is None:
-                raise ValueError(f"unknown task_id {options['task_id']!r}; see env.unwrapped.task_ids")
+            chosen = self._lookup(self._tasks, options["task_id"])
         elif self.split == "train":
             chosen = csapp.sample_task(self.np_random, categories)
         else:
@@ -142,13 +134,10 @@ class CsappExactEnv(SysmathEnv):
             if self.turn >= self.max_turns:
                 return self._grade_session()
             return ToolTurn(observation)
-        session = self._open_session()
-        restarts = session.restarts
-        result = session.run(action.code)
+        turn = self._python_turn(action.code)
         if self.turn >= self.max_turns:
             return self._grade_session()
-        return ToolTurn(format_tool_output(result, self.turn, self.max_turns, session.restarts > restarts),
-                        {"execution": result.status})
+        return turn
 
     def _grade_final(self, action: FinalAction) -> Grade:
         choice = choose_answer(find_answers(action.text), _parse_or_none, exact_equal)
@@ -177,16 +166,6 @@ class CsappExactEnv(SysmathEnv):
         if exact_equal(self.task.answer, value):
             return Grade(Verdict.CORRECT)
         return Grade(Verdict.WRONG_ANSWER)
-
-    def _open_session(self) -> PythonSession:
-        if self._session is None:
-            self._session = self.sandbox.open_session()
-        return self._session
-
-    def _end_episode(self) -> None:
-        if self._session is not None:
-            session, self._session = self._session, None
-            session.close()
 
     @property
     def current_task(self) -> csapp.CsappTask | None:

@@ -6,12 +6,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gym_sysmath.actions import CodeAction, FinalAction
-from gym_sysmath.env import SysmathEnv, Task, ToolTurn, format_tool_output
-from gym_sysmath.sandbox import PythonSession
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.tasks import linalg
 from gym_sysmath.verdicts import Grade, Verdict
-
-SPLITS = ("eval", "train")
 
 
 class LinearAlgebraEnv(SysmathEnv):
@@ -65,14 +62,11 @@ class LinearAlgebraEnv(SysmathEnv):
     def __init__(self, *, split: str = "eval", difficulty: str | None = None,
                  topics: Sequence[str] | None = None, max_turns: int | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, render_mode: str | None = None):
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.difficulty = difficulty
         self.topics = tuple(topics) if topics else None
         self._problems = {p.problem_id: p for p in linalg.load_problems(difficulty=difficulty, topics=self.topics)}
         self._all = {p.problem_id: p for p in linalg.load_problems()}
         self._problem: linalg.LinalgProblem | None = None
-        self._session: PythonSession | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
                          render_mode=render_mode)
 
@@ -87,9 +81,7 @@ class LinearAlgebraEnv(SysmathEnv):
         difficulty = options.get("difficulty", self.difficulty)
         topics = options.get("topics", self.topics)
         if "task_id" in options:
-            problem = self._all.get(options["task_id"])
-            if problem is None:
-                raise ValueError(f"unknown task_id {options['task_id']!r}; see env.unwrapped.task_ids")
+            problem = self._lookup(self._all, options["task_id"])
         elif self.split == "train":
             problem = linalg.generate_problem(self.np_random, difficulty=difficulty, topics=topics)
         else:
@@ -106,22 +98,12 @@ class LinearAlgebraEnv(SysmathEnv):
     def _on_code(self, action: CodeAction) -> ToolTurn | Grade:
         if self.max_turns == 1 or self.turn >= self.max_turns or action.language != "python":
             return self._grade_final(FinalAction(action.text))
-        if self._session is None:
-            self._session = self.sandbox.open_session()
-        restarts = self._session.restarts
-        result = self._session.run(action.code)
-        return ToolTurn(format_tool_output(result, self.turn, self.max_turns, self._session.restarts > restarts),
-                        {"execution": result.status})
+        return self._python_turn(action.code)
 
     def _grade_final(self, action: FinalAction) -> Grade:
         assert self._problem is not None
         outcome = linalg.grade(self._problem, action.text)
         return Grade(Verdict(outcome.verdict), outcome.detail, {"format_ok": outcome.format_ok})
-
-    def _end_episode(self) -> None:
-        if self._session is not None:
-            session, self._session = self._session, None
-            session.close()
 
     def reference_action(self) -> str:
         if self._problem is None:

@@ -24,9 +24,19 @@ from gym_sysmath.actions import (
     parse_action,
     to_observation,
 )
-from gym_sysmath.sandbox import ExecutionResult, Sandbox, SandboxError, acquire_shared, release_shared
+from gym_sysmath.sandbox import (
+    ExecutionResult,
+    PythonSession,
+    Sandbox,
+    SandboxError,
+    acquire_shared,
+    release_shared,
+)
 from gym_sysmath.spaces import text_space
 from gym_sysmath.verdicts import Grade, Verdict
+
+#: The ``info`` fields every step and reset carry, whatever the family.
+INFO_KEYS = ("task_id", "family", "turn", "verdict", "correct", "scoring_error")
 
 
 @dataclass(frozen=True)
@@ -67,11 +77,14 @@ class SysmathEnv(gym.Env[str, str]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
     family: ClassVar[str] = "base"
     default_max_turns: ClassVar[int] = 1
+    splits: ClassVar[tuple[str, ...]] = ("eval", "train")
 
     def __init__(self, *, split: str = "eval", max_turns: int | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        if split not in self.splits:
+            raise ValueError(f"split must be one of {self.splits}, got {split!r}")
         max_turns = self.default_max_turns if max_turns is None else max_turns
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
@@ -83,6 +96,7 @@ class SysmathEnv(gym.Env[str, str]):
         self.sandbox_backend = sandbox
         self._pool_size = pool_size
         self._sandbox: Sandbox | None = None
+        self._session: PythonSession | None = None
         self.task: Task | None = None
         self.turn = 0
         self._done = True
@@ -117,7 +131,28 @@ class SysmathEnv(gym.Env[str, str]):
         return True
 
     def _end_episode(self) -> None:
-        """Release per-episode sandbox state (a family's session, for example)."""
+        """Release per-episode sandbox state: the episode's Python session, if one was opened."""
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+
+    # ------------------------------------------------------------------ shared by families
+
+    def _python_turn(self, code: str) -> ToolTurn:
+        """Run a tool turn in the episode's persistent Python session (opened on first use)."""
+        if self._session is None:
+            self._session = self.sandbox.open_session()
+        restarts = self._session.restarts
+        result = self._session.run(code)
+        restarted = self._session.restarts > restarts
+        return ToolTurn(format_tool_output(result, self.turn, self.max_turns, restarted), {"execution": result.status})
+
+    @staticmethod
+    def _lookup(records: Mapping[str, Any], task_id: str) -> Any:
+        """The record of ``task_id``, or an error that says where the valid ids are."""
+        if task_id not in records:
+            raise ValueError(f"unknown task_id {task_id!r}; see env.unwrapped.task_ids")
+        return records[task_id]
 
     # ------------------------------------------------------------------ the contract
 
@@ -166,7 +201,7 @@ class SysmathEnv(gym.Env[str, str]):
     def _finish(self, grade: Grade) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._done = True
         self._end_episode()
-        reward = 1.0 if grade.correct else 0.0
+        reward = 1.0 + grade.bonus if grade.correct else 0.0
         # The detail stays in info: it may describe the key (a shape, a sign) to a trainer.
         observation = f"Episode over. Verdict: {grade.verdict.value}."
         self._transcript.append(("observation", observation))
@@ -182,9 +217,11 @@ class SysmathEnv(gym.Env[str, str]):
         observation = "Episode stopped: the grading harness failed (not your fault); this step is not scored."
         self._transcript.append(("observation", observation))
         info = self._base_info(verdict=Verdict.SCORING_ERROR.value, scoring_error=str(error)[:500])
+        info["detail"] = "the harness failed; the sample should be dropped, not counted as wrong"
         return observation, 0.0, False, True, info
 
     def _base_info(self, *, verdict: str | None, scoring_error: str | None) -> dict[str, Any]:
+        """The contract's ``info`` fields (``INFO_KEYS``); families add their own after them."""
         assert self.task is not None
         return {
             "task_id": self.task.task_id,

@@ -36,11 +36,12 @@ import gymnasium as gym
 import numpy as np
 
 from gym_sysmath.agents import Agent, Turn, make_agent
+from gym_sysmath.env import INFO_KEYS
 
 #: Task metadata keys that get a per-value accuracy breakdown, when a family provides them.
 BREAKDOWN_KEYS = ("category", "difficulty", "topic", "language")
 #: ``info`` fields every env sets on every step: not task metadata.
-BASE_INFO_KEYS = frozenset({"task_id", "turn", "verdict", "correct", "scoring_error", "detail"})
+BASE_INFO_KEYS = frozenset({*INFO_KEYS, "detail"})  # the contract's fields: not task metadata
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
 SCORING_ERROR = "scoring_error"
 #: A safety net: every family ends an episode within its ``max_turns``.

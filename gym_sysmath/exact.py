@@ -21,7 +21,7 @@ __all__ = ["dumps_exact", "exact_equal", "float_bits", "float_from_bits", "is_js
            "json_kind", "loads_exact"]
 
 FLOAT_TAG = "f64"
-_BITS_RE = re.compile(r"0x[0-9a-f]{16}")
+FLOAT_BITS = re.compile(r"0x[0-9a-f]{16}")
 
 
 def float_bits(value: float) -> int:
@@ -116,7 +116,7 @@ def _untag_float(obj: dict[str, Any]) -> Any:
     if set(obj) != {FLOAT_TAG}:
         return obj
     bits = obj[FLOAT_TAG]
-    if not isinstance(bits, str) or not _BITS_RE.fullmatch(bits):
+    if not isinstance(bits, str) or not FLOAT_BITS.fullmatch(bits):
         raise ValueError(f"malformed float tag {obj!r}: want 0x and 16 lowercase hex digits")
     return float_from_bits(int(bits, 16))
 

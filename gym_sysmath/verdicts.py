@@ -38,11 +38,16 @@ FAILED_EXECUTION = {
 
 @dataclass(frozen=True)
 class Grade:
-    """A family's judgement of a final action; ``info`` adds family-specific fields."""
+    """A family's judgement of a final action; ``info`` adds family-specific fields.
+
+    ``bonus`` is added to the reward of a correct action only (CompGeom's optional
+    performance term); it is 0 everywhere else, which keeps rewards exactly 0.0 or 1.0.
+    """
 
     verdict: Verdict
     detail: str = ""
     info: Mapping[str, Any] = field(default_factory=dict)
+    bonus: float = 0.0
 
     @property
     def correct(self) -> bool:

@@ -1,5 +1,5 @@
-"""What the Docker sandbox withstands. Each test tries one attack or failure mode, asserts
-the verdict, and that the next job still works."""
+"""What the Docker sandbox withstands. Each test tries one attack or failure mode and asserts
+the verdict; those that could damage the worker also assert that the next job still works."""
 
 from __future__ import annotations
 

@@ -36,6 +36,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from gym_sysmath.evaluation import choose_tasks
+
 __all__ = ["Graded", "SysmathReward", "build_dataset", "completion_text"]
 
 CLOSING_ACTION = "No further turns: this is my final reply."
@@ -219,8 +221,8 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
                 raise ValueError("split='train' is unlimited: pass n, the number of rows")
             draws: Iterable[tuple[dict[str, Any], int | None]] = (({"seed": seed + i}, seed + i) for i in range(n))
         else:
-            ids = env.unwrapped.task_ids
-            draws = (({"options": {"task_id": task_id}}, None) for task_id in ids[: n if n is not None else len(ids)])
+            ids = choose_tasks(env_id, env.unwrapped.task_ids, n)  # the same subset `eval -n` picks
+            draws = (({"options": {"task_id": task_id}}, None) for task_id in ids)
         rows = []
         for reset_kwargs, row_seed in draws:
             prompt, info = env.reset(**reset_kwargs)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import struct
 from dataclasses import dataclass, field
 from typing import Any
+
+from gym_sysmath.exact import FLOAT_BITS, FLOAT_TAG, float_from_bits
 
 #: How a job can end. ``ok`` means it exited 0; every other status is the job's own failure.
 EXECUTION_STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -175,15 +176,13 @@ class Unsupported:
 
 
 def decode_value(wire: Any) -> Any:
-    """Inverse of the supervisor's session encoding: floats come back by bit pattern."""
+    """Inverse of the supervisor's session encoding (the task files' float tags): floats come
+    back by bit pattern, anything else tagged comes back as ``Unsupported``."""
     if isinstance(wire, list):
         return [decode_value(item) for item in wire]
     if isinstance(wire, dict):
-        bits = wire.get("f64")
-        if set(wire) == {"f64"} and isinstance(bits, str) and len(bits) == 16:
-            try:
-                return struct.unpack(">d", bytes.fromhex(bits))[0]
-            except ValueError:
-                return Unsupported("malformed float")
-        return Unsupported(str(wire.get("unsupported", "object"))[:100])
+        bits = wire.get(FLOAT_TAG)
+        if set(wire) == {FLOAT_TAG} and isinstance(bits, str) and FLOAT_BITS.fullmatch(bits):
+            return float_from_bits(int(bits, 16))
+        return Unsupported(str(wire.get("unsupported", "malformed value"))[:100])
     return wire

@@ -1,6 +1,6 @@
 """The sandbox facade: a warm pool of workers, jobs with one retry, and Python sessions.
 
-Envs in one process share a pool (``shared_sandbox``), so a vector of envs keeps one set of
+Envs in one process share a pool (``acquire_shared``), so a vector of envs keeps one set of
 warm containers. A harness failure is retried once on a fresh worker; if it persists the
 ``SandboxError`` reaches the env, which reports a ``scoring_error``.
 """
@@ -8,6 +8,7 @@ warm containers. A harness failure is retried once on a fresh worker; if it pers
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import threading
 import warnings
@@ -25,7 +26,8 @@ from gym_sysmath.sandbox.execution import (
 from gym_sysmath.sandbox.workers import ContainerSettings, DockerWorker, ProcessWorker, Worker
 
 BACKENDS = ("docker", "process")
-SESSION_LIMITS = Limits(wall_s=20.0, cpu_s=20.0)
+SESSION_LIMITS = Limits(wall_s=20.0, cpu_s=20.0)  # per turn
+SESSION_LIFETIME_S = 600.0  # CPU rlimit of the session process over all its turns
 
 
 def default_pool_size() -> int:
@@ -112,12 +114,6 @@ class Sandbox:
                 self._idle.append(worker)
             self._cond.notify_all()
 
-    def warm_up(self, workers: int = 1) -> None:
-        """Start workers ahead of the first job (the benchmark and eval runs use it)."""
-        started = [self._acquire() for _ in range(min(workers, self.pool_size))]
-        for worker in started:
-            self._release(worker)
-
     def _request(self, message: dict[str, Any], timeout_s: float, pinned: Worker | None = None,
                  prefer: Worker | None = None) -> tuple[Worker, dict[str, Any]]:
         worker = self._acquire(pinned, prefer)
@@ -157,10 +153,6 @@ class Sandbox:
         return PythonSession(self, limits)
 
     # ------------------------------------------------------------------ lifetime
-
-    def workers(self) -> list[Worker]:
-        with self._cond:
-            return [*self._idle, *self._busy]
 
     def close(self) -> None:
         with self._cond:
@@ -211,9 +203,8 @@ class PythonSession:
         self._name: str | None = None
 
     def _open(self) -> None:
-        worker, reply = self.sandbox._request(
-            {"op": "session_open", "limits": {"cpu_s": 600, "wall_s": 600,
-                                              "memory_bytes": self.limits.memory_bytes}}, 30.0)
+        lifetime = dataclasses.replace(self.limits, cpu_s=SESSION_LIFETIME_S, wall_s=SESSION_LIFETIME_S)
+        worker, reply = self.sandbox._request({"op": "session_open", "limits": lifetime.to_wire()}, 30.0)
         self._worker, self._name = worker, reply["session"]
 
     def _turn(self, code: str, fetch: str | None) -> ExecutionResult:

@@ -23,6 +23,7 @@ from typing import Any
 from gym_sysmath.sandbox.channel import DockerStreamSource, FdSource, FrameReader, encode_frame
 from gym_sysmath.sandbox.execution import SandboxError
 
+PROTOCOL_VERSION = 1  # must equal the supervisor's
 LABEL_SANDBOX = "gym_sysmath.sandbox"
 LABEL_OWNER = "gym_sysmath.owner"
 
@@ -69,7 +70,12 @@ class Worker(ABC):
         return reply
 
     def ping(self, timeout_s: float = 30.0) -> None:
-        self.request({"op": "ping"}, timeout_s)
+        """Check the supervisor answers, and speaks this host's protocol."""
+        reply = self.request({"op": "ping"}, timeout_s)
+        if reply.get("protocol") != PROTOCOL_VERSION:
+            self.broken = True
+            raise SandboxError("protocol_error", f"{self.name} speaks protocol {reply.get('protocol')!r}, "
+                                                 f"this host {PROTOCOL_VERSION}: rebuild the sandbox image")
 
     @abstractmethod
     def _send(self, data: bytes) -> None: ...

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from .languages import BY_LANGUAGE
@@ -37,5 +38,7 @@ def fixture_path(primitive: str, name: str) -> Path:
     return ROOT / primitive / "fixtures" / name
 
 
+@functools.lru_cache(maxsize=512)
 def read(path: Path) -> str:
+    """A shipped file's text; cached, since harnesses and fixtures are read on every step."""
     return path.read_text(encoding="utf-8")

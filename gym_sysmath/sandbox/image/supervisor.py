@@ -477,7 +477,7 @@ def _purge_uid(uid: int, workdir: str | None) -> None:
 
 # --------------------------------------------------------------------------- sessions
 
-FLOAT_TAG = "f64"
+FLOAT_TAG = "f64"  # {"f64": "0x<16 hex digits>"}: the same form as gym_sysmath.exact's task files
 
 
 def _encode_value(value, depth: int = 0):
@@ -495,7 +495,7 @@ def _encode_value(value, depth: int = 0):
     if value is None or isinstance(value, (bool, str)) or type(value) is int:
         return value
     if type(value) is float:
-        return {FLOAT_TAG: struct.pack(">d", value).hex()}
+        return {FLOAT_TAG: "0x" + struct.pack(">d", value).hex()}
     if type(value) is list:
         return [_encode_value(item, depth + 1) for item in value]
     return {"unsupported": type(value).__name__}
@@ -761,10 +761,13 @@ def _sanitize_value(value, depth: int = 0):
         if depth >= 32:
             return {"unsupported": "nesting too deep"}
         return [_sanitize_value(item, depth + 1) for item in value]
-    if type(value) is dict and set(value) == {FLOAT_TAG} and isinstance(value[FLOAT_TAG], str) \
-            and len(value[FLOAT_TAG]) == 16 and all(ch in "0123456789abcdef" for ch in value[FLOAT_TAG]):
+    if type(value) is not dict:  # a bare JSON float, say: _encode_value never writes one
+        return {"unsupported": "malformed value"}
+    bits = value.get(FLOAT_TAG)
+    if set(value) == {FLOAT_TAG} and isinstance(bits, str) and len(bits) == 18 and bits.startswith("0x") \
+            and all(ch in "0123456789abcdef" for ch in bits[2:]):
         return value
-    if type(value) is dict and set(value) == {"unsupported"} and isinstance(value["unsupported"], str):
+    if set(value) == {"unsupported"} and isinstance(value["unsupported"], str):
         return {"unsupported": value["unsupported"][:100]}
     return {"unsupported": "malformed value"}
 
@@ -872,7 +875,6 @@ class Supervisor:
         self.scratch = scratch
         self.uid_base = uid_base
         self.sessions: dict[str, Session] = {}
-        self.jobs_run = 0
         self.builds = BuildCache(os.path.join(scratch, ".build-cache"))
 
     def _fresh_name(self, kind: str) -> str:
@@ -904,7 +906,6 @@ class Supervisor:
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     def run_job(self, job: dict) -> dict:
-        self.jobs_run += 1
         uid = self.uid_base
         workdir = os.path.join(self.scratch, self._fresh_name("job"))
         language = job["language"]
@@ -913,14 +914,11 @@ class Supervisor:
         limits = _limits(job.get("limits"))
         try:
             if language == "python":
-                main = job.get("main", "main.py")
-                source = files.pop(main)
+                source = files.pop("main.py")
                 runner = StageRunner(uid, workdir, limits)
                 return runner.run(python=source, files=files, stdin=stdin)
             if language in COMPILERS:
                 return self._compile_and_run(job, language, files, stdin, limits, uid, workdir)
-            if language == "exec":
-                return StageRunner(uid, workdir, limits).run(argv=job["argv"], files=files, stdin=stdin)
             raise ValueError(f"unknown language {language!r}")
         finally:
             _purge_uid(uid, workdir)
@@ -928,10 +926,7 @@ class Supervisor:
     def _compile_and_run(self, job: dict, language: str, files: dict, stdin: bytes, limits: dict,
                          uid: int, workdir: str) -> dict:
         _, compile_argv = COMPILERS[language]
-        compile_limits = _limits(job.get("compile_limits") or {"wall_s": 60, "cpu_s": 60,
-                                                             "memory_bytes": 4 * 1024**3,
-                                                             "stdout_bytes": 64 * 1024,
-                                                             "stderr_bytes": 64 * 1024})
+        compile_limits = _limits(job.get("compile_limits"))
         key = self.builds.key(language, compile_argv, files)
         entry = self.builds.get(key) if job.get("cache", True) else None
         if entry is None:
@@ -947,7 +942,7 @@ class Supervisor:
         if compiled["status"] != "ok":
             return dict(compiled, compile=compiled)
         program = entry["binary"] or "./prog"
-        result = StageRunner(uid, workdir, limits).run(argv=[program, *job.get("argv", [])], stdin=stdin)
+        result = StageRunner(uid, workdir, limits).run(argv=[program], stdin=stdin)
         result["compile"] = compiled
         return result
 
@@ -959,7 +954,7 @@ class Supervisor:
         uid = next(self.uid_base + 1 + slot for slot in range(self.MAX_SESSIONS)
                    if self.uid_base + 1 + slot not in used)
         name = self._fresh_name("session")
-        session_limits = _limits({"cpu_s": 600, "wall_s": 600, **limits})
+        session_limits = _limits(limits)
         self.sessions[name] = Session(uid, os.path.join(self.scratch, name), session_limits)
         return {"ok": True, "session": name}
 
