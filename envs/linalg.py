@@ -70,6 +70,11 @@ class LinearAlgebraEnv(SysmathEnv):
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
                          render_mode=render_mode)
 
+    @property
+    def current_task(self) -> linalg.LinalgProblem | None:
+        """The current problem's full record, key included (host side only)."""
+        return self._problem
+
     def _needs_sandbox(self) -> bool:
         return self.max_turns > 1
 

@@ -83,7 +83,9 @@ def to_observation(text: str, max_length: int = MAX_OBSERVATION_CHARS) -> str:
     clean = "".join(ch if ch in _CHARSET_SET else ch.encode("unicode_escape").decode("ascii") for ch in text)
     if len(clean) <= max_length:
         return clean
-    marker = f"\n[... {len(clean) - max_length + 64} characters cut ...]\n"
-    head = (max_length - len(marker)) * 2 // 3
-    tail = max_length - len(marker) - head
+    longest = len(f"\n[... {len(clean)} characters cut ...]\n")  # the marker with the most digits
+    cut = len(clean) - (max_length - longest)
+    marker = f"\n[... {cut} characters cut ...]\n"
+    head = (len(clean) - cut) * 2 // 3
+    tail = len(clean) - cut - head
     return clean[:head] + marker + clean[len(clean) - tail:]

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -39,6 +38,7 @@ from gymnasium import spaces
 from gym_sysmath.exact import exact_equal, json_kind
 from gym_sysmath.tasks.csapp import CATEGORIES, CsappTask
 from gym_sysmath.tasks.csapp.catalog import TEMPLATES
+from gym_sysmath.tasks.csapp.machine import f32
 
 __all__ = [
     "CandidateChoiceEnv",
@@ -94,10 +94,7 @@ def _fits(number: int, bits: int, signed: bool) -> bool:
 
 
 def _float32_exact(number: float) -> bool:
-    try:
-        return struct.unpack("<f", struct.pack("<f", number))[0] == number
-    except OverflowError:
-        return False
+    return f32(number) == number
 
 
 def element_features(value: object) -> np.ndarray:
