@@ -43,7 +43,7 @@ class CompGeomEnv(SysmathEnv):
     1.0 when the last candidate builds and passes every hidden case (kinds and counts exact,
     parameters and points within a tight relative tolerance), else 0.0. With
     `performance_weight=w > 0`, a correct candidate earns `1 + w * performance_score`, where
-    the score compares its CPU time with the reference solution's in the same language.
+    the score compares its run time with the reference solution's in the same language.
 
     ## Starting State
     `reset(seed=..., options=...)`: `options` may carry `task_id`, `primitive` or `language`.
@@ -87,7 +87,7 @@ class CompGeomEnv(SysmathEnv):
         self._current: compgeom.CompGeomTask | None = None
         self._candidate: str | None = None
         self._public: compgeom.CaseReport | None = None
-        self._reference_cpu: dict[str, float] = {}
+        self._reference_time: dict[str, float | None] = {}
         self._stdin_cache: dict[tuple[str, str], str] = {}
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
                          render_mode=render_mode)
@@ -179,26 +179,30 @@ class CompGeomEnv(SysmathEnv):
         return self._stdin_cache[key]
 
     def _performance(self, task: compgeom.CompGeomTask) -> float:
-        """CPU time of the reference over the candidate's (medians, after a warm-up), capped at 1.
+        """Wall time of the reference over the candidate's (medians, after a warm-up), capped at 1.
 
-        Both run in the same sandbox runtime on the same seeded inputs, so a score is only ever
-        relative to its own language. The reference's time is measured once per task.
+        Both run in the same sandbox runtime, with the same one-CPU quota, on the same seeded
+        inputs, so a score is only ever relative to its own language. Wall time, not the
+        process's CPU time, so work handed to a detached grandchild still counts; and every
+        timed run is graded, so a program cannot skip the work when it sees the timing input.
+        The reference's time is measured once per task.
         """
-        if task.task_id not in self._reference_cpu:
-            self._reference_cpu[task.task_id] = self._median_cpu(compgeom.reference_solution(task))
-        candidate = self._median_cpu(None)
-        if candidate is None or self._reference_cpu[task.task_id] is None:
+        if task.task_id not in self._reference_time:
+            self._reference_time[task.task_id] = self._median_time(task, compgeom.reference_solution(task))
+        reference, candidate = self._reference_time[task.task_id], self._median_time(task, None)
+        if candidate is None or reference is None:
             return 0.0
-        return round(min(1.0, self._reference_cpu[task.task_id] / max(candidate, 1e-4)), 4)
+        return round(min(1.0, reference / max(candidate, 1e-4)), 4)
 
-    def _median_cpu(self, source: str | None) -> float | None:
+    def _median_time(self, task: compgeom.CompGeomTask, source: str | None) -> float | None:
+        cases = tuple(task.hidden_cases) * PERF_COPIES
         samples = []
         for attempt in range(PERF_REPEATS + 1):
             result = self._run("timing", source, PERF_LIMITS)
-            if result.status != "ok":
+            if result.status != "ok" or not compgeom.compare(cases, result.stdout).ok:
                 return None
             if attempt:  # the first run warms the caches
-                samples.append(result.cpu_s)
+                samples.append(result.wall_s)
         return statistics.median(samples)
 
     # ------------------------------------------------------------------ reporting

@@ -18,12 +18,19 @@ Built-in agents, by their ``--agent`` spec:
   has ``task_id``, optionally ``env_id`` and ``rollout`` (default 0), and the action texts as
   ``actions`` (a list, one per turn) or ``response`` (one text). An eval's own
   ``results.jsonl`` is such a file. A sample whose actions run out gets the empty action,
-  which every env grades ``format_error``.
+  which every env grades ``format_error``. A line without ``env_id`` answers that task in
+  every evaluated env whose eval split has it; two lines that answer the same (env, task,
+  rollout), with or without ``env_id``, are an error, never two samples.
+
+Each agent's ``fingerprint()`` is what determines its actions (never an API key): ``eval
+--resume`` refuses to continue a run that another configuration started.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import io
 import json
 import os
 import time
@@ -77,9 +84,17 @@ class Agent:
         """Env ids this agent names by itself (a responses file); empty when it names none."""
         return ()
 
+    def fingerprint(self) -> dict[str, Any]:
+        """JSON-able: everything that decides this agent's actions, so that ``eval --resume``
+        can tell a run's own agent from another one of the same name. Never a secret."""
+        return {"kind": type(self).__name__, "name": self.name}
+
 
 class ReferenceAgent(Agent):
     name = "reference"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"kind": "reference"}
 
     def act(self, turn: Turn) -> str:
         return turn.env.unwrapped.reference_action()
@@ -92,6 +107,9 @@ class RandomAgent(Agent):
 
     max_chars: int = 200
     name: str = "random"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"kind": "random", "max_chars": self.max_chars}
 
     def act(self, turn: Turn) -> str:
         rng = np.random.default_rng([turn.seed, turn.index])
@@ -125,6 +143,11 @@ class OpenAIAgent(Agent):
     @property
     def name(self) -> str:  # type: ignore[override]
         return f"openai:{self.model}"
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The request's content: not the key (nor the variable holding it), the timeout or retries."""
+        return {"kind": "openai", "model": self.model, "base_url": self.base_url.rstrip("/"),
+                "temperature": self.temperature, "max_tokens": self.max_tokens, "system_prompt": self.system_prompt}
 
     def check(self) -> None:
         """Fail before any episode when OpenAI's own endpoint would refuse us for want of a key."""
@@ -206,6 +229,9 @@ class PythonAgent(Agent):
     def __getstate__(self) -> dict[str, Any]:
         return {"target": self.target, "name": self.name, "_function": None}
 
+    def fingerprint(self) -> dict[str, Any]:
+        return {"kind": "python", "target": self.target}
+
     def act(self, turn: Turn) -> str:
         info = dict(turn.info)
         info.update(env_id=turn.env_id, rollout=turn.rollout, seed=turn.seed)
@@ -219,10 +245,16 @@ class ResponsesAgent(Agent):
         self.path = Path(path)
         self.name = f"responses:{self.path.name}"
         self.table: dict[tuple[str | None, str, int], tuple[str, ...]] = {}
-        with self.path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, 1):
-                if line.strip():
-                    self._add(number, line)
+        self.lines: dict[tuple[str | None, str, int], int] = {}  #: each key's line number
+        data = self.path.read_bytes()
+        self.sha256 = hashlib.sha256(data).hexdigest()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise AgentError(f"{self.path}: not UTF-8 ({exc})") from exc
+        for number, line in enumerate(io.StringIO(text, newline=None), 1):
+            if line.strip():
+                self._add(number, line)
         if not self.table:
             raise AgentError(f"{self.path} holds no responses")
 
@@ -232,6 +264,8 @@ class ResponsesAgent(Agent):
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise AgentError(f"{where}: not JSON ({exc})") from exc
+        if not isinstance(record, dict):
+            raise AgentError(f"{where}: not a JSON object")
         if "task_id" not in record:
             raise AgentError(f"{where}: no task_id")
         if "actions" in record:
@@ -242,29 +276,58 @@ class ResponsesAgent(Agent):
             raise AgentError(f"{where}: give the action texts as `actions` (a list) or `response`")
         if not isinstance(actions, list) or not all(isinstance(action, str) for action in actions):
             raise AgentError(f"{where}: actions must be a list of strings")
-        key = (record.get("env_id"), str(record["task_id"]), int(record.get("rollout", 0)))
+        env_id = record.get("env_id")
+        if env_id is not None and not isinstance(env_id, str):
+            raise AgentError(f"{where}: env_id must be a string")
+        try:
+            rollout = int(record.get("rollout", 0))
+        except (TypeError, ValueError) as exc:
+            raise AgentError(f"{where}: rollout must be an integer") from exc
+        key = (env_id, str(record["task_id"]), rollout)
         if key in self.table:
-            raise AgentError(f"{where}: a second line for {key}")
+            raise AgentError(f"{where}: duplicate of line {self.lines[key]}: {_describe(key)} is answered twice; "
+                             "keep one line per sample")
         self.table[key] = tuple(actions)
+        self.lines[key] = number
 
     def env_ids(self) -> tuple[str, ...]:
         return tuple(sorted({env_id for env_id, _, _ in self.table if env_id is not None}))
 
+    def fingerprint(self) -> dict[str, Any]:
+        return {"kind": "responses", "sha256": self.sha256}
+
     def samples(self, env_id: str, task_ids: Sequence[str]) -> list[tuple[str, int]]:
+        """This env's (task_id, rollout) pairs: its own lines and the lines without env_id whose
+        task is in its split, the latter read as naming ``env_id``; one pair answered by two
+        lines (one with env_id, one without) is an error."""
         known = set(task_ids)
-        chosen = [(task_id, rollout) for owner, task_id, rollout in self.table
-                  if owner == env_id or (owner is None and task_id in known)]
-        unknown = sorted({task_id for task_id, _ in chosen} - known)
+        owners: dict[tuple[str, int], tuple[str | None, str, int]] = {}
+        for key in self.table:
+            owner, task_id, rollout = key
+            if owner != env_id and (owner is not None or task_id not in known):
+                continue
+            first = owners.setdefault((task_id, rollout), key)
+            if first != key:
+                numbers = sorted((self.lines[first], self.lines[key]))
+                raise AgentError(f"{self.path}: lines {numbers[0]} and {numbers[1]} both answer "
+                                 f"{_describe((env_id, task_id, rollout))} (a line without env_id counts for "
+                                 f"{env_id}); keep one line per sample")
+        unknown = sorted({task_id for task_id, _ in owners} - known)
         if unknown:
             raise AgentError(f"{self.path}: task ids not in {env_id}'s eval split: {unknown[:5]}")
         order = {task_id: index for index, task_id in enumerate(task_ids)}
-        return sorted(chosen, key=lambda pair: (order[pair[0]], pair[1]))
+        return sorted(owners, key=lambda pair: (order[pair[0]], pair[1]))
 
     def act(self, turn: Turn) -> str:
         actions = self.table.get((turn.env_id, turn.task_id, turn.rollout))
         if actions is None:
             actions = self.table[(None, turn.task_id, turn.rollout)]
         return actions[turn.index] if turn.index < len(actions) else ""
+
+
+def _describe(key: tuple[str | None, str, int]) -> str:
+    env_id, task_id, rollout = key
+    return f"{'' if env_id is None else env_id + ' '}task {task_id!r} rollout {rollout}"
 
 
 def make_agent(spec: str, argument: str | None = None, **openai_options: Any) -> Agent:

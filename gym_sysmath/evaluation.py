@@ -8,7 +8,9 @@ What ``gym-sysmath eval`` does, as a library (``evaluate``). The pieces, top to 
   owning its own env instances while all share the process's warm sandbox pool
   (``integrations.ray_rollouts`` runs the same function on Ray actors).
 - *Log*: one JSON line per finished sample in ``results.jsonl``, flushed as it lands; with
-  ``resume`` the samples already there are skipped.
+  ``resume`` the samples already there are skipped. ``run.json`` beside it holds the run's
+  fingerprint (``run_fingerprint``: the agent's configuration, env ids and arguments, seed,
+  rollouts, sandbox backend), and ``resume`` refuses a log that another configuration wrote.
 - *Summarize*: a pure function of the logged samples in plan order, so a resumed run writes
   the same ``summary.json`` as an uninterrupted one. Scoring errors (harness failures) are
   counted and left out of every denominator, never scored as wrong.
@@ -18,6 +20,7 @@ What ``gym-sysmath eval`` does, as a library (``evaluate``). The pieces, top to 
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import queue
@@ -36,7 +39,7 @@ import gymnasium as gym
 import numpy as np
 
 from gym_sysmath.agents import Agent, Turn, make_agent
-from gym_sysmath.env import INFO_KEYS
+from gym_sysmath.env import INFO_KEYS, SysmathEnv
 
 #: Task metadata keys that get a per-value accuracy breakdown, when a family provides them.
 BREAKDOWN_KEYS = ("category", "difficulty", "topic", "language")
@@ -46,6 +49,9 @@ DIFFICULTY_ORDER = ("easy", "medium", "hard")
 SCORING_ERROR = "scoring_error"
 #: A safety net: every family ends an episode within its ``max_turns``.
 MAX_STEPS = 256
+#: The run header beside ``results.jsonl``: the fingerprint ``resume`` checks.
+RUN_HEADER = "run.json"
+RUN_HEADER_FORMAT = 1
 
 
 class EvalError(RuntimeError):
@@ -152,6 +158,11 @@ def plan_samples(env_id: str, task_ids: Sequence[str], agent: Agent, n: int | No
     else:
         chosen = set(choose_tasks(env_id, list(dict.fromkeys(task_id for task_id, _ in decided)), n))
         pairs = [pair for pair in decided if pair[0] in chosen]
+        repeated = [pair for pair, count in Counter(pairs).items() if count > 1]
+        if repeated:
+            task_id, rollout = repeated[0]
+            raise EvalError(f"{agent.name} plans {env_id} task {task_id!r} rollout {rollout} more than once; "
+                            "each sample must be planned once")
     return [SampleSpec(env_id, task_id, rollout, sample_seed(seed, env_id, task_id, rollout))
             for task_id, rollout in pairs]
 
@@ -301,6 +312,69 @@ class ResultsLog:
         with self._lock, self.path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
+
+
+def run_fingerprint(env_ids: Sequence[str], agent: Agent, *, rollouts: int, seed: int,
+                    make_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What decides a run's samples and their outcomes, as JSON: the agent's configuration
+    (``Agent.fingerprint``: a responses file's sha256, a python target, an endpoint's model,
+    URL and sampling arguments, never a key), the env ids and their ``gym.make`` arguments,
+    the seed, the rollouts and the sandbox backend. Not ``-n`` (a larger ``-n`` extends a run),
+    concurrency or Ray, which change no outcome."""
+    env_args = dict(make_kwargs)
+    sandbox = env_args.pop("sandbox", _DEFAULT_SANDBOX)
+    return _jsonable({"agent": agent.fingerprint(), "env_ids": sorted(set(env_ids)), "env_args": env_args,
+                      "sandbox": sandbox, "seed": seed, "rollouts": rollouts})
+
+
+#: The backend an env uses when ``make_kwargs`` names none.
+_DEFAULT_SANDBOX = inspect.signature(SysmathEnv.__init__).parameters["sandbox"].default
+_UNSET = object()
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    text = "unset" if value is _UNSET else json.dumps(value, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _differences(logged: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``name: logged X, this run Y`` for each field that differs, nested fields by dotted name."""
+    lines = []
+    for key in sorted(set(logged) | set(current), key=str):
+        old, new = logged.get(key, _UNSET), current.get(key, _UNSET)
+        if old == new:
+            continue
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            lines += _differences(old, new, f"{prefix}{key}.")
+        else:
+            lines.append(f"{prefix}{key}: logged {_show(old)}, this run {_show(new)}")
+    return lines
+
+
+def bind_run_header(log: ResultsLog, fingerprint: Mapping[str, Any]) -> None:
+    """Write ``run.json`` for a log with no samples yet; for one with samples, check that
+    ``run.json`` holds this run's fingerprint, and raise ``EvalError`` naming what differs."""
+    header = log.path.with_name(RUN_HEADER)
+    if not (log.path.exists() and log.path.stat().st_size):
+        temporary = header.with_name(f".{RUN_HEADER}.tmp")
+        temporary.write_text(json.dumps({"format": RUN_HEADER_FORMAT, "fingerprint": fingerprint},
+                                        indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        temporary.replace(header)
+        return
+    advice = "use another --out, or --overwrite to start it again"
+    try:
+        logged = json.loads(header.read_text(encoding="utf-8"))["fingerprint"]
+        if not isinstance(logged, dict):
+            raise TypeError("fingerprint is not an object")
+    except FileNotFoundError as exc:
+        raise EvalError(f"{log.path} has no {RUN_HEADER} beside it, so nothing shows which run wrote it; "
+                        f"{advice}") from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise EvalError(f"{header} is unreadable ({exc}); {advice}") from exc
+    differences = _differences(logged, fingerprint)
+    if differences:
+        raise EvalError(f"{log.path} was written by another run; " + "; ".join(differences) + f". To resume, "
+                        f"run it as it was first run, or {advice}")
 
 
 # --------------------------------------------------------------------------- summary
@@ -582,6 +656,7 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
     samples already logged.
     """
     agent = make_agent(agent) if isinstance(agent, str) else agent
+    env_ids = list(dict.fromkeys(env_ids))  # an id named twice is evaluated once
     if rollouts < 1:
         raise EvalError(f"rollouts must be at least 1, got {rollouts}")
     if resume and out is None:
@@ -595,12 +670,16 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
                  for spec in plan_samples(env_id, task_ids[env_id], agent, n, rollouts, seed)]
         if not specs:
             raise EvalError(f"nothing to evaluate for {agent.name} on {', '.join(env_ids)}")
+        planned = {spec.key for spec in specs}
+        if len(planned) != len(specs):  # plan_samples makes each env's keys unique; env ids are too
+            raise EvalError(f"the plan for {agent.name} holds a sample more than once")
+        fingerprint = run_fingerprint(env_ids, agent, rollouts=rollouts, seed=seed, make_kwargs=make_kwargs)
         out_dir = Path(out) if out is not None else None
         log = ResultsLog(out_dir / "results.jsonl", resume=resume, overwrite=overwrite) if out_dir else None
         done = log.load() if log and resume else {}
         if log:
+            bind_run_header(log, fingerprint)
             _check_resumable(done, specs, agent, log.path)
-        planned = {spec.key for spec in specs}
         results = {key: result for key, result in done.items() if key in planned}
         todo = [spec for spec in specs if spec.key not in results]
         failures: list[SampleFailure] = []
@@ -634,7 +713,7 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
         close_all(dict(enumerate(probes)))
     ordered = tuple(results[spec.key] for spec in specs if spec.key in results)
     config = {"agent": agent.name, "env_ids": list(env_ids), "n": n, "rollouts": rollouts, "seed": seed,
-              "make_kwargs": _jsonable(make_kwargs)}
+              "make_kwargs": _jsonable(make_kwargs), "fingerprint": fingerprint}
     summary = summarize(ordered, config)
     summary["planned"] = len(specs)
     summary["missing"] = len(specs) - len(ordered)

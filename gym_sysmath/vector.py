@@ -64,6 +64,12 @@ class SysmathVectorEnv(VectorEnv):
         self._autoreset[:] = False
         return tuple(observations), infos
 
+    def _guarded_step(self, index: int, action: str):
+        try:
+            return self._step_one(index, action)
+        except Exception as exc:  # re-raised by step() once every env has stepped
+            return exc
+
     def _step_one(self, index: int, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         env = self.envs[index]
         if self._autoreset[index]:
@@ -75,9 +81,16 @@ class SysmathVectorEnv(VectorEnv):
         if len(actions) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
         if self.num_envs == 1:  # no thread hop for a single env
-            results = [self._step_one(0, actions[0])]
+            outcomes = [self._guarded_step(0, actions[0])]
         else:
-            results = list(self._threads.map(self._step_one, range(self.num_envs), actions))
+            outcomes = list(self._threads.map(self._guarded_step, range(self.num_envs), actions))
+        failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        if failures:
+            # an exception out of one env's step: every env starts a fresh episode next step,
+            # instead of the failed ones refusing every later step until a reset
+            self._autoreset[:] = True
+            raise failures[0]
+        results = outcomes
         infos: dict[str, Any] = {}
         for index, (*_, info) in enumerate(results):
             infos = self._add_info(infos, info, index)

@@ -7,6 +7,7 @@ Docker; the ones that run code, or every registered env, are marked ``docker``.
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import itertools
 import json
@@ -16,8 +17,17 @@ from pathlib import Path
 import pytest
 
 from gym_sysmath import env_ids
+from gym_sysmath.agents import OpenAIAgent
 from gym_sysmath.cli import main
-from gym_sysmath.evaluation import ResultsLog, SampleResult, choose_tasks, pass_at_k, plot_summary, summarize
+from gym_sysmath.evaluation import (
+    ResultsLog,
+    SampleResult,
+    choose_tasks,
+    pass_at_k,
+    plot_summary,
+    run_fingerprint,
+    summarize,
+)
 
 LINALG = "LinearAlgebra-v0"
 CSAPP = "CsappExact-v0"
@@ -150,6 +160,112 @@ def test_resume_plays_only_missing_samples_and_gives_the_same_summary(tmp_path):
     assert eval_cli(*args, "--out", str(cut), "--resume") == 0
     assert CALLS == []
     assert eval_cli(*args, "--seed", "1", "--out", str(cut), "--resume") == 2  # another run's log
+
+
+def _answers_file(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_a_sample_answered_twice_in_a_responses_file_is_refused_not_counted_twice(tmp_path, capsys):
+    load_reference(tmp_path, LINALG, 4)
+    tasks = sorted(REFERENCE)[:4]
+    rows = [{"env_id": LINALG, "task_id": t, "response": REFERENCE[t] if t == tasks[0] else "ANSWER: 0"}
+            for t in tasks]
+    # The same sample once more without env_id (say, a hand-written file concatenated to an export).
+    twice = _answers_file(tmp_path / "twice.jsonl", [*rows, {"task_id": tasks[0], "response": REFERENCE[tasks[0]]}])
+    capsys.readouterr()
+    assert eval_cli(LINALG, "--agent", "responses", str(twice), "--out", str(tmp_path / "twice")) == 2
+    err = capsys.readouterr().err
+    assert "lines 1 and 5" in err and repr(tasks[0]) in err and LINALG in err
+    assert not (tmp_path / "twice" / "results.jsonl").exists()
+    # Written twice with the same env_id (or twice without one) is refused as well.
+    same = _answers_file(tmp_path / "same.jsonl", [*rows, rows[0]])
+    assert eval_cli(LINALG, "--agent", "responses", str(same), "--out", str(tmp_path / "same")) == 2
+    assert "duplicate of line 1" in capsys.readouterr().err
+    # Once per sample: 1 correct of 4, pass@1 = pass@k = 25%.
+    once = _answers_file(tmp_path / "once.jsonl", rows)
+    assert eval_cli(LINALG, "--agent", "responses", str(once), "--out", str(tmp_path / "once")) == 0
+    overall = json.loads((tmp_path / "once" / "summary.json").read_text())["overall"]
+    assert (overall["samples"], overall["correct"], overall["accuracy"]) == (4, 1, 0.25)
+    assert overall["pass_at_k"] == {"1": 0.25}
+
+
+def test_an_env_id_named_twice_is_evaluated_once(tmp_path):
+    out = tmp_path / "run"
+    assert eval_cli(LINALG, LINALG, "--agent", "reference", "-n", "3", "--out", str(out)) == 0
+    assert json.loads((out / "summary.json").read_text())["overall"]["samples"] == 3
+    assert len(read_jsonl(out / "results.jsonl")) == 3
+
+
+def test_resume_refuses_a_different_responses_file_of_the_same_name(tmp_path, capsys):
+    load_reference(tmp_path, LINALG, 4)
+    tasks = sorted(REFERENCE)[:4]
+    first = _answers_file(tmp_path / "a" / "resp.jsonl", [{"task_id": t, "response": REFERENCE[t]} for t in tasks[:2]])
+    other = _answers_file(tmp_path / "b" / "resp.jsonl", [{"task_id": t, "response": "ANSWER: 0"} for t in tasks])
+    out = tmp_path / "run"
+    assert eval_cli(LINALG, "--agent", "responses", str(first), "--out", str(out)) == 0
+    logged = (out / "results.jsonl").read_text()
+    summary = (out / "summary.json").read_text()
+    capsys.readouterr()
+    assert eval_cli(LINALG, "--agent", "responses", str(other), "--out", str(out), "--resume") == 2
+    err = capsys.readouterr().err
+    assert "written by another run" in err and "agent.sha256" in err
+    assert (out / "results.jsonl").read_text() == logged and (out / "summary.json").read_text() == summary
+    # The same file resumes (nothing left to play), and so does a byte-identical copy of it.
+    assert eval_cli(LINALG, "--agent", "responses", str(first), "--out", str(out), "--resume") == 0
+    copy = tmp_path / "c" / "resp.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(first.read_bytes())
+    assert eval_cli(LINALG, "--agent", "responses", str(copy), "--out", str(out), "--resume") == 0
+    assert (out / "results.jsonl").read_text() == logged
+    # Starting again on purpose is still possible.
+    assert eval_cli(LINALG, "--agent", "responses", str(other), "--out", str(out), "--overwrite") == 0
+    assert json.loads((out / "summary.json").read_text())["overall"]["correct"] == 0
+
+
+def test_resume_refuses_changed_env_args_sandbox_or_rollouts(tmp_path, capsys):
+    args = [LINALG, "--agent", "reference", "-n", "3", "--out", str(tmp_path / "run")]
+    assert eval_cli(*args) == 0
+    log = tmp_path / "run" / "results.jsonl"
+    logged = log.read_text()
+    capsys.readouterr()
+    for changed, named in [(["--env-arg", "max_turns=2"], "env_args.max_turns: logged unset, this run 2"),
+                           (["--sandbox", "process"], 'sandbox: logged "docker", this run "process"'),
+                           (["-r", "2"], "rollouts: logged 1, this run 2"),
+                           (["--seed", "3"], "seed: logged 0, this run 3")]:
+        assert eval_cli(*args, *changed, "--resume") == 2, changed
+        assert named in capsys.readouterr().err, changed
+    assert log.read_text() == logged
+    assert eval_cli(*args, "--resume") == 0
+    assert eval_cli(*args, "-n", "5", "--resume") == 0  # a larger -n extends the run
+    assert len(read_jsonl(log)) == 5
+
+
+def test_resume_refuses_a_log_without_its_run_header(tmp_path, capsys):
+    args = [LINALG, "--agent", "reference", "-n", "2", "--out", str(tmp_path / "run")]
+    assert eval_cli(*args) == 0
+    header = json.loads((tmp_path / "run" / "run.json").read_text())["fingerprint"]
+    assert header["agent"] == {"kind": "reference"} and header["env_ids"] == [LINALG]
+    (tmp_path / "run" / "run.json").unlink()
+    capsys.readouterr()
+    assert eval_cli(*args, "--resume") == 2
+    assert "run.json" in capsys.readouterr().err
+
+
+def test_openai_fingerprint_holds_the_sampling_arguments_never_the_key(monkeypatch):
+    monkeypatch.setenv("FAKE_KEY", "sekrit-value")
+    base = OpenAIAgent(model="m", base_url="http://127.0.0.1:1/v1/", api_key_env="FAKE_KEY", temperature=0.5,
+                       max_tokens=64, system_prompt="be brief")
+    fingerprint = run_fingerprint([LINALG], base, rollouts=1, seed=0, make_kwargs={"sandbox": "docker"})
+    assert "sekrit" not in json.dumps(fingerprint) and "FAKE_KEY" not in json.dumps(fingerprint)
+    assert fingerprint["agent"] == {"kind": "openai", "model": "m", "base_url": "http://127.0.0.1:1/v1",
+                                    "temperature": 0.5, "max_tokens": 64, "system_prompt": "be brief"}
+    for change in [{"temperature": 1.0}, {"max_tokens": 65}, {"system_prompt": None}, {"model": "n"},
+                   {"base_url": "http://127.0.0.1:2/v1"}]:
+        assert dataclasses.replace(base, **change).fingerprint() != base.fingerprint(), change
+    assert dataclasses.replace(base, api_key_env="OTHER", timeout_s=5.0).fingerprint() == base.fingerprint()
 
 
 # --------------------------------------------------------------------------- summary math

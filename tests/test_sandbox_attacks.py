@@ -111,9 +111,9 @@ def test_background_process_does_not_survive_the_job(sandbox):
             "subprocess.Popen(['python3', '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
             "print(os.getpid())")
     assert sandbox.run(python(code)).status == "ok"
-    check = sandbox.run(python("import os\nprint(sum(1 for p in os.listdir('/proc') if p.isdigit()))"))
-    # tini, the supervisor and this job: the sleeper was killed with the job's uid
-    assert int(check.stdout) <= 3
+    count = ("import os\nprint(sum(1 for p in os.listdir('/proc')\n"
+             "          if p.isdigit() and os.stat('/proc/' + p).st_uid == os.getuid()))")
+    assert sandbox.run(python(count)).stdout == "1\n", "the sleeper should have died with its job's uid"
 
 
 def test_job_cannot_forge_supervisor_frames(sandbox):
@@ -306,3 +306,28 @@ def test_hash_seed_is_fixed_so_the_same_code_prints_the_same(sandbox):
     code = "print(hash('determinism'), list({'a', 'b', 'c', 'd', 'e'}))"
     outputs = {Sandbox("docker", pool_size=1).run(python(code)).stdout for _ in range(2)}
     assert len(outputs) == 1 and sandbox.run(python(code)).stdout in outputs
+
+
+def test_python_job_cannot_find_earlier_jobs_code_in_its_memory(docker_available):
+    # Python jobs run in a fork of a warm interpreter: it must be one that never held a request
+    scan = python("import ctypes\nneedle = ('SIBLING_' + 'SECRET_' + '7c1e').encode()\nhits = 0\n"
+                  "for line in open('/proc/self/maps'):\n"
+                  "    span, perms = line.split()[:2]\n"
+                  "    start, end = (int(x, 16) for x in span.split('-'))\n"
+                  "    if perms.startswith('rw') and '[v' not in line:  # heap, stacks, anonymous maps\n"
+                  "        hits += ctypes.string_at(start, end - start).count(needle)\n"
+                  "print(hits)")
+    single = Sandbox("docker", pool_size=1)  # the scan must run where the secret ran
+    try:
+        baseline = single.run(scan).stdout  # the scan's own needle
+        single.run(python("token = 'SIBLING_' + 'SECRET_' + '7c1e'\nprint('SIBLING_SECRET_7c1e' * 50)"))
+        assert single.run(scan).stdout == baseline
+    finally:
+        single.close()
+
+
+def test_compiler_output_claiming_a_full_disk_is_still_a_compile_error(sandbox):
+    source = '#pragma message("No space left on device")\nint main() { return missing; }'
+    result = sandbox.run(Job("cpp", {"main.cpp": source}))
+    assert result.status == "compile_error"
+    assert_still_works(sandbox)

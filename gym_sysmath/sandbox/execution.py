@@ -96,7 +96,7 @@ class Job:
     def request_timeout_s(self) -> float:
         """How long the host waits for the supervisor before declaring the worker dead."""
         compile_s = self.compile_limits.wall_s if self.language != "python" else 0.0
-        return self.limits.wall_s + compile_s + 15.0
+        return self.limits.wall_s + compile_s + 30.0  # margin: start-up and the 10 s cleanup deadline
 
 
 @dataclass(frozen=True)

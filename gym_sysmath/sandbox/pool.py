@@ -129,7 +129,9 @@ class Sandbox:
         message = {"op": "run", "job": job.to_wire()}
         key = job.build_key
         try:
-            worker, reply = self._request(message, job.request_timeout_s, prefer=self._builders.get(key))
+            with self._cond:
+                preferred = self._builders.get(key)
+            worker, reply = self._request(message, job.request_timeout_s, prefer=preferred)
         except SandboxError as first:
             if first.cause == "sandbox_closed":
                 raise
@@ -138,10 +140,11 @@ class Sandbox:
             except SandboxError as second:
                 raise SandboxError(second.cause, f"{second.detail} (after a retry; first: {first})") from second
         if key is not None:
-            self._builders.pop(key, None)
-            self._builders[key] = worker
-            while len(self._builders) > 4096:
-                self._builders.pop(next(iter(self._builders)))
+            with self._cond:
+                self._builders.pop(key, None)
+                self._builders[key] = worker
+                while len(self._builders) > 4096:
+                    self._builders.pop(next(iter(self._builders)))
         return ExecutionResult.from_wire(reply.get("result") or {})
 
     def fork_floor(self, code: str) -> float:

@@ -67,6 +67,8 @@ class Worker(ABC):
         if not reply.get("ok"):
             self.broken = True
             raise SandboxError("supervisor_error", str(reply.get("error", "unknown error"))[:500])
+        if reply.get("retire"):  # it could not clean up after a job: answer stands, worker goes
+            self.broken = True
         return reply
 
     def ping(self, timeout_s: float = 30.0) -> None:

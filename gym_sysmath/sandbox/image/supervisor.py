@@ -26,6 +26,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -249,6 +250,7 @@ class StageRunner:
 
     def run(self, *, argv: list[str] | None = None, python: str | None = None,
             files: dict | None = None, stdin: bytes = b"") -> dict:
+        """Run ``argv`` (forked here, then exec'd) or Python source (forked by the zygote)."""
         if not os.path.isdir(self.workdir):
             _prepare_workdir(self.uid, self.workdir)
         in_r, in_w = os.pipe()
@@ -256,17 +258,30 @@ class StageRunner:
         err_r, err_w = os.pipe()
         setup_r, setup_w = os.pipe()  # closed (by exec, or by hand) once the job's own code starts
         started = time.monotonic()
+        if python is not None:
+            waiter = ZYGOTE.spawn_job({"uid": self.uid, "workdir": self.workdir, "limits": self.limits},
+                                      (in_r, out_w, err_w, setup_w), {"python": python, "files": files or {}})
+        else:
+            waiter = ChildWaiter(self._fork_exec(argv, files, (in_r, out_w, err_w, setup_w)))
+        for fd in (in_r, out_w, err_w, setup_w):
+            os.close(fd)
+        failure = _read_to_end(setup_r)
+        if failure:
+            for fd in (in_w, out_r, err_r):
+                os.close(fd)
+            _kill_group(waiter.pid)
+            waiter.block()
+            raise SetupError(f"cannot start the job: {failure.decode('utf-8', 'replace')}")
+        return self._supervise(waiter, started, in_w, out_r, err_r, stdin)
+
+    def _fork_exec(self, argv: list[str], files: dict | None, fds: tuple[int, int, int, int]) -> int:
         pid = os.fork()
-        if pid == 0:  # child
-            report = setup_w
+        if pid == 0:  # child: the exec replaces this copy of the supervisor's memory
+            report = fds[3]
             try:
-                (report,) = _enter_sandbox(self.uid, self.workdir, self.limits, (in_r, out_w, err_w),
-                                           keep=(setup_w,))
+                (report,) = _enter_sandbox(self.uid, self.workdir, self.limits, fds[:3], keep=(fds[3],))
                 if files:
                     _write_files(files)
-                if python is not None:
-                    os.close(report)
-                    os._exit(_run_python_in_child(python, "main.py", []))
                 os.execvpe(argv[0], argv, os.environ)
             except BaseException as exc:  # before the job's code ran: the sandbox's failure
                 try:
@@ -274,20 +289,12 @@ class StageRunner:
                 except OSError:
                     pass
             os._exit(127)
-        for fd in (in_r, out_w, err_w, setup_w):
-            os.close(fd)
-        failure = _read_to_end(setup_r)
-        if failure:
-            for fd in (in_w, out_r, err_r):
-                os.close(fd)
-            _kill_group(pid)
-            os.waitpid(pid, 0)
-            raise SetupError(f"cannot start the job: {failure.decode('utf-8', 'replace')}")
-        return self._supervise(pid, started, in_w, out_r, err_r, stdin)
+        return pid
 
-    def _supervise(self, pid: int, started: float, in_w: int, out_r: int, err_r: int,
+    def _supervise(self, waiter, started: float, in_w: int, out_r: int, err_r: int,
                    stdin: bytes) -> dict:
         limits = self.limits
+        pid = waiter.pid
         deadline = started + limits["wall_s"]
         caps = {out_r: limits["stdout_bytes"], err_r: limits["stderr_bytes"]}
         buffers = {out_r: bytearray(), err_r: bytearray()}
@@ -303,11 +310,9 @@ class StageRunner:
         else:
             os.close(in_w)
             in_w = -1
-        try:
-            pidfd = os.pidfd_open(pid)
-            poller.register(pidfd, select.POLLIN)
-        except (AttributeError, OSError):
-            pidfd = -1
+        wake_fd = waiter.wake_fd
+        if wake_fd >= 0:
+            poller.register(wake_fd, select.POLLIN)
         killed_for = None
         status = None
         open_outputs = {out_r, err_r}
@@ -315,9 +320,8 @@ class StageRunner:
         while True:
             now = time.monotonic()
             if status is None:
-                waited, raw, usage = os.wait4(pid, os.WNOHANG)
-                if waited:
-                    status = (raw, usage)
+                status = waiter.check()
+                if status is not None:
                     exit_seen_at = now
             if status is not None and (not open_outputs or now - exit_seen_at > DRAIN_GRACE_S):
                 break
@@ -327,13 +331,12 @@ class StageRunner:
                 continue
             wake_at = deadline if status is None else exit_seen_at + DRAIN_GRACE_S
             timeout_ms = max(0, int((wake_at - now) * 1000)) + 1
-            if pidfd < 0 and status is None:
+            if wake_fd < 0 and status is None:
                 timeout_ms = min(timeout_ms, 5)
             for fd, _event in poller.poll(timeout_ms):
-                if fd == pidfd:
-                    poller.unregister(pidfd)
-                    os.close(pidfd)
-                    pidfd = -1
+                if fd == wake_fd:
+                    poller.unregister(wake_fd)
+                    wake_fd = -1
                 elif fd == in_w:
                     try:
                         written = os.write(in_w, pending_stdin[: 1 << 16])
@@ -363,18 +366,17 @@ class StageRunner:
                             killed_for = "output_limit"
                             _kill_group(pid)
         if status is None:
-            _, raw, usage = os.wait4(pid, 0)
-            status = (raw, usage)
+            status = waiter.block()
         _kill_group(pid)
-        for fd in (in_w, out_r, err_r, pidfd):
+        waiter.close()
+        for fd in (in_w, out_r, err_r):
             if fd >= 0:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-        raw, usage = status
+        raw, cpu, maxrss_kb = status
         wall = time.monotonic() - started
-        cpu = usage.ru_utime + usage.ru_stime
         result = {
             "exit_code": os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else None,
             "signal": os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else None,
@@ -384,10 +386,38 @@ class StageRunner:
             "stderr_truncated": truncated[err_r],
             "wall_s": round(wall, 6),
             "cpu_s": round(cpu, 6),
-            "peak_memory_bytes": usage.ru_maxrss * 1024,
+            "peak_memory_bytes": maxrss_kb * 1024,
         }
         result["status"] = classify(result, killed_for, self.limits, bytes(buffers[err_r]))
         return result
+
+
+class ChildWaiter:
+    """Waits for a child of the supervisor (an exec'd program): pidfd to wake, wait4 to reap."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        try:
+            self.wake_fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.wake_fd = -1
+
+    @staticmethod
+    def _status(raw: int, usage) -> tuple[int, float, int]:
+        return raw, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+    def check(self) -> tuple[int, float, int] | None:
+        waited, raw, usage = os.wait4(self.pid, os.WNOHANG)
+        return self._status(raw, usage) if waited else None
+
+    def block(self) -> tuple[int, float, int]:
+        _, raw, usage = os.wait4(self.pid, 0)
+        return self._status(raw, usage)
+
+    def close(self) -> None:
+        if self.wake_fd >= 0:
+            os.close(self.wake_fd)
+            self.wake_fd = -1
 
 
 def classify(result: dict, killed_for: str | None, limits: dict, stderr: bytes) -> str:
@@ -415,27 +445,49 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _prepare_workdir(uid: int, workdir: str) -> None:
-    """A fresh dir owned by the job's uid (the scratch root itself is root's). Mode 0711 lets
-    the supervisor fetch a compiled binary for the build cache; the name is unguessable and
-    the scratch root is not listable."""
+def _prepare_workdir(uid: int, workdir: str, program: str | None = None) -> None:
+    """A fresh dir owned by the job's uid (the scratch root itself is root's), holding a copy of
+    ``program`` as ``prog`` when given (a cached build). Mode 0711 lets the supervisor fetch a
+    compiled binary for the build cache; the name is unguessable, the scratch root unlistable."""
     os.mkdir(workdir, 0o711)
+    if program is not None:
+        target = os.path.join(workdir, "prog")
+        shutil.copyfile(program, target)
+        os.chmod(target, 0o755)
+        if IS_ROOT:
+            os.chown(target, uid, uid)
     if IS_ROOT:
         os.chown(workdir, uid, uid)
 
 
-def _as_uid(uid: int, action) -> None:
-    """Run ``action`` in a child holding only ``uid``'s rights, and wait for it."""
+def _as_uid(uid: int, action, deadline_s: float) -> bool:
+    """Run ``action`` in a child holding only ``uid``'s rights; False if it outlived the deadline."""
     pid = os.fork()
     if pid == 0:
         code = 0
         try:
+            os.setsid()
             _drop_privileges(uid)
             action()
         except BaseException:
             code = 1
         os._exit(code)
-    os.waitpid(pid, 0)
+    deadline = time.monotonic() + deadline_s
+    while True:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited:
+            return True
+        if time.monotonic() > deadline:
+            _kill_group(pid)
+            os.waitpid(pid, 0)
+            return False
+        time.sleep(0.0005)
+
+
+def _scratch_nearly_full(scratch: str, reserve: int = 32 * 1024 * 1024) -> bool:
+    """Whether the scratch filesystem itself is out of room (what the compiler says is the job's)."""
+    stats = os.statvfs(scratch)
+    return stats.f_bavail * stats.f_frsize < reserve
 
 
 def _empty_dir(folder: str) -> None:
@@ -447,11 +499,21 @@ def _empty_dir(folder: str) -> None:
                 os.unlink(entry.path)
 
 
-def _purge_uid(uid: int, workdir: str | None) -> None:
+PURGE_DEADLINE_S = 10.0  # the host's request timeout leaves room for it (execution.Job.request_timeout_s)
+RETIRE_REQUESTED = False  # a scratch dir could not be cleaned: the host should replace this worker
+
+
+def _request_retirement() -> None:
+    global RETIRE_REQUESTED
+    RETIRE_REQUESTED = True
+
+
+def _purge_uid(uid: int, workdir: str | None, deadline_s: float = PURGE_DEADLINE_S) -> bool:
     """Kill every process left under ``uid`` (kill(-1) as that uid) and remove its scratch dir.
 
-    ``shutil.rmtree`` recurses in Python, so a job's 1,000-level tree would survive it; the
-    fallback is coreutils, which walks iteratively.
+    ``shutil.rmtree`` recurses in Python, so a 1,000-level tree would survive it; the fallback
+    is one ``find -delete`` (iterative). The whole purge has a deadline: False means it did not
+    finish, and the worker should be retired rather than reused.
     """
     def action() -> None:
         if IS_ROOT:
@@ -464,16 +526,163 @@ def _purge_uid(uid: int, workdir: str | None) -> None:
                 _empty_dir(workdir)
             except (OSError, RecursionError):
                 subprocess.run(["chmod", "-R", "u+rwx", workdir], stderr=subprocess.DEVNULL, check=False)
-                for entry in os.listdir(workdir):
-                    subprocess.run(["rm", "-rf", "--one-file-system", os.path.join(workdir, entry)],
-                                   stderr=subprocess.DEVNULL, check=False)
-    _as_uid(uid, action)
+                subprocess.run(["find", workdir, "-mindepth", "1", "-delete"], stderr=subprocess.DEVNULL,
+                               check=False)
+    if not _as_uid(uid, action, deadline_s):
+        return False
     if workdir and os.path.isdir(workdir):
         try:
             os.rmdir(workdir)
-        except OSError as exc:  # not empty or already gone: say so in the container log
+        except OSError as exc:  # not empty: say so in the container log
             print(f"supervisor: cannot remove {workdir}: {exc}", file=sys.stderr)
+            return False
+    return True
 
+
+# --------------------------------------------------------------------------- the zygote
+
+class Zygote:
+    """A clean process, forked before the first request, that forks in-interpreter Python.
+
+    Python jobs and sessions run in a fork of a warm interpreter (milliseconds instead of a
+    fresh ``python3``). A fork of the supervisor itself would hand the job the supervisor's
+    memory: earlier requests' code (other rollouts' solutions) and the build cache's table.
+    The zygote never receives code: it forks on request, and the child reads its own code
+    from a pipe. It reaps what it forks and reports each job's exit status and CPU time.
+    """
+
+    def __init__(self) -> None:
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.sock.close()
+            _zygote_main(theirs)
+        theirs.close()
+
+    def _spawn(self, header: dict, fds: tuple[int, ...]) -> int:
+        try:
+            socket.send_fds(self.sock, [json.dumps(header).encode()], list(fds))
+            reply = json.loads(self.sock.recv(4096) or b"{}")
+        except (OSError, ValueError) as exc:
+            raise SetupError(f"the zygote is gone: {exc}") from exc
+        if "pid" not in reply:
+            raise SetupError(f"the zygote could not fork: {reply.get('error', 'no reply')}")
+        return int(reply["pid"])
+
+    def spawn_job(self, header: dict, fds: tuple[int, int, int, int], spec: dict) -> ZygoteWaiter:
+        spec_r, spec_w = os.pipe()
+        try:
+            pid = self._spawn({"kind": "job", **header}, (*fds, spec_r))
+        finally:
+            os.close(spec_r)
+        with os.fdopen(spec_w, "wb") as pipe:
+            try:
+                pipe.write(json.dumps(spec).encode())
+            except BrokenPipeError:
+                pass  # the child died before reading: its setup pipe says why
+        return ZygoteWaiter(self, pid)
+
+    def spawn_session(self, header: dict, fds: tuple[int, int, int, int, int]) -> int:
+        return self._spawn({"kind": "session", **header}, fds)
+
+
+class ZygoteWaiter:
+    """Waits for a job the zygote forked: the zygote's exit report wakes us and carries the status."""
+
+    def __init__(self, zygote: Zygote, pid: int):
+        self.zygote = zygote
+        self.pid = pid
+        self.wake_fd = zygote.sock.fileno()
+
+    def _read(self, block: bool) -> tuple[int, float, int] | None:
+        try:
+            data = self.zygote.sock.recv(4096, 0 if block else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        report = json.loads(data or b"{}")
+        if report.get("pid") != self.pid:
+            raise SetupError(f"the zygote reported {report!r} for job {self.pid}")
+        return report["status"], report["cpu_s"], report["maxrss_kb"]
+
+    def check(self) -> tuple[int, float, int] | None:
+        return self._read(block=False)
+
+    def block(self) -> tuple[int, float, int]:
+        return self._read(block=True)
+
+    def close(self) -> None:
+        self.wake_fd = -1  # the socket is the zygote's, not ours to close
+
+
+def _zygote_main(sock: socket.socket) -> None:
+    """The zygote's loop: fork on request; never read a job's code; report job exits."""
+    keep = sock.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 65536)
+    while True:
+        _reap_children()  # sessions that ended since the last request
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 65536, 8)
+        except OSError:
+            os._exit(0)
+        if not data:
+            os._exit(0)
+        header = json.loads(data)
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"error": str(exc)}).encode())
+            continue
+        if pid == 0:
+            sock.close()
+            if header["kind"] == "job":
+                _zygote_job_child(header, fds)
+            else:
+                _zygote_session_child(header, fds)
+            os._exit(127)
+        for fd in fds:
+            os.close(fd)
+        sock.send(json.dumps({"pid": pid}).encode())
+        if header["kind"] == "job":
+            _, raw, usage = os.wait4(pid, 0)
+            sock.send(json.dumps({"pid": pid, "status": raw, "cpu_s": usage.ru_utime + usage.ru_stime,
+                                  "maxrss_kb": usage.ru_maxrss}).encode())
+
+
+def _zygote_job_child(header: dict, fds: list[int]) -> None:
+    in_r, out_w, err_w, setup_w, spec_r = fds
+    report = setup_w
+    try:
+        with os.fdopen(spec_r, "rb") as pipe:
+            spec = json.loads(pipe.read())
+        (report,) = _enter_sandbox(header["uid"], header["workdir"], header["limits"], (in_r, out_w, err_w),
+                                   keep=(setup_w,))
+        if spec["files"]:
+            _write_files(spec["files"])
+        os.close(report)
+    except BaseException as exc:  # before the job's code ran: the sandbox's failure
+        try:
+            os.write(report, f"{type(exc).__name__}: {exc}".encode()[:500])
+        except OSError:
+            pass
+        os._exit(127)
+    os._exit(_run_python_in_child(spec["python"], "main.py", []))
+
+
+def _zygote_session_child(header: dict, fds: list[int]) -> None:
+    null_r, out_w, err_w, ctrl_r, status_w = fds
+    try:
+        ctrl, status = _enter_sandbox(header["uid"], header["workdir"], header["limits"], (null_r, out_w, err_w),
+                                      keep=(ctrl_r, status_w))
+        _session_worker(ctrl, status)
+    except BaseException:
+        pass
+    os._exit(1)
+
+
+ZYGOTE: Zygote  # started by main() before the first request
 
 # --------------------------------------------------------------------------- sessions
 
@@ -560,18 +769,13 @@ class Session:
         self.status_r, status_w = os.pipe()
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:
-            try:
-                null = os.open(os.devnull, os.O_RDONLY)
-                ctrl, status = _enter_sandbox(uid, workdir, limits, (null, out_w, err_w),
-                                              keep=(ctrl_r, status_w))
-                _session_worker(ctrl, status)
-            except BaseException:
-                pass
-            os._exit(1)
-        for fd in (ctrl_r, status_w, out_w, err_w):
-            os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            self.pid = ZYGOTE.spawn_session({"uid": uid, "workdir": workdir, "limits": limits},
+                                            (null, out_w, err_w, ctrl_r, status_w))
+        finally:
+            for fd in (null, ctrl_r, status_w, out_w, err_w):
+                os.close(fd)
         for fd in (self.out_r, self.err_r, self.status_r):
             os.set_blocking(fd, False)
 
@@ -698,11 +902,8 @@ class Session:
                 pass
 
     def _reap(self):
-        try:
-            _, raw = os.waitpid(self.pid, 0)
-            return raw
-        except ChildProcessError:
-            return None
+        """The session is the zygote's child: its exit status is not ours to read."""
+        return None
 
     def _terminate(self, why: str) -> None:
         if self.ended:
@@ -715,7 +916,8 @@ class Session:
                 os.close(fd)
             except OSError:
                 pass
-        _purge_uid(self.uid, self.workdir)
+        if not _purge_uid(self.uid, self.workdir):
+            _request_retirement()
 
     def close(self) -> None:
         self._terminate("closed")
@@ -848,9 +1050,9 @@ class BuildCache:
             folder = os.path.join(self.root, key)
             target = os.path.join(folder, "prog")
             try:
-                os.makedirs(folder, mode=0o711, exist_ok=True)
+                os.makedirs(folder, mode=0o700, exist_ok=True)
                 shutil.copyfile(os.path.join(workdir, "prog"), target)
-                os.chmod(target, 0o711)
+                os.chmod(target, 0o700)
             except OSError:
                 return entry  # the job removed or hid its binary, or the disk is full: don't cache
             entry["binary"] = target
@@ -921,7 +1123,8 @@ class Supervisor:
                 return self._compile_and_run(job, language, files, stdin, limits, uid, workdir)
             raise ValueError(f"unknown language {language!r}")
         finally:
-            _purge_uid(uid, workdir)
+            if not _purge_uid(uid, workdir):
+                _request_retirement()
 
     def _compile_and_run(self, job: dict, language: str, files: dict, stdin: bytes, limits: dict,
                          uid: int, workdir: str) -> dict:
@@ -931,8 +1134,8 @@ class Supervisor:
         entry = self.builds.get(key) if job.get("cache", True) else None
         if entry is None:
             compiled = StageRunner(uid, workdir, compile_limits).run(argv=compile_argv, files=files)
-            if "No space left on device" in compiled["stderr"]:
-                raise SetupError("the scratch disk filled up during compilation")
+            if compiled["status"] != "ok" and _scratch_nearly_full(self.scratch):
+                raise SetupError("the scratch disk is full")
             if compiled["status"] != "ok":  # rejected, or over the compile limits: the build failed
                 compiled["status"] = "compile_error"
             entry = self.builds.put(key, compiled, workdir)
@@ -941,8 +1144,9 @@ class Supervisor:
             compiled = dict(entry["compile"], cached=True, wall_s=0.0, cpu_s=0.0)
         if compiled["status"] != "ok":
             return dict(compiled, compile=compiled)
-        program = entry["binary"] or "./prog"
-        result = StageRunner(uid, workdir, limits).run(argv=[program], stdin=stdin)
+        if entry["binary"] and not os.path.isdir(workdir):
+            _prepare_workdir(uid, workdir, program=entry["binary"])
+        result = StageRunner(uid, workdir, limits).run(argv=["./prog"], stdin=stdin)
         result["compile"] = compiled
         return result
 
@@ -988,6 +1192,8 @@ def serve(in_fd: int, out_fd: int, supervisor: Supervisor) -> None:
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
                      "trace": traceback.format_exc(limit=5)}
         reply["id"] = request.get("id")
+        if RETIRE_REQUESTED:
+            reply["retire"] = True
         write_frame(out_fd, reply)
 
 
@@ -1015,9 +1221,11 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # jobs control the other ends of our pipes
     for module in PRELOADED_MODULES:
         __import__(module)
+    global ZYGOTE
+    ZYGOTE = Zygote()  # before the first request: it must never hold one
     os.makedirs(scratch, exist_ok=True)
     supervisor = Supervisor(scratch, uid_base)
-    os.makedirs(supervisor.builds.root, mode=0o711, exist_ok=True)
+    os.makedirs(supervisor.builds.root, mode=0o700, exist_ok=True)
     try:
         serve(in_fd, out_fd, supervisor)
     except OSError as exc:
