@@ -225,7 +225,8 @@ def test_resume_refuses_a_different_responses_file_of_the_same_name(tmp_path, ca
     assert json.loads((out / "summary.json").read_text())["overall"]["correct"] == 0
 
 
-def test_resume_refuses_changed_env_args_sandbox_or_rollouts(tmp_path, capsys):
+@pytest.mark.docker
+def test_resume_refuses_changed_env_args_sandbox_or_rollouts(tmp_path, capsys, docker_available):
     args = [LINALG, "--agent", "reference", "-n", "3", "--out", str(tmp_path / "run")]
     assert eval_cli(*args) == 0
     log = tmp_path / "run" / "results.jsonl"

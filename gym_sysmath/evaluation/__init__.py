@@ -1,0 +1,226 @@
+"""Offline evaluation: run an agent over envs' fixed eval tasks, log every sample, summarize.
+
+What ``gym-sysmath eval`` does, as a library (``evaluate``, defined here with the orchestration
+around it). The pieces, top to bottom, one module each:
+
+- *Plan* (``plan``): each sample is (env id, task id, rollout) with a seed derived from those
+  and the run seed alone, so a sample's seed does not depend on ``-n``, on order or on
+  concurrency.
+- *Run* (``run``): ``run_episode`` plays one sample; ``run_local`` runs many on threads, each
+  thread owning its own env instances while all share the process's warm sandbox pool
+  (``integrations.ray_rollouts`` runs the same function on Ray actors).
+- *Log* (``log``): one JSON line per finished sample in ``results.jsonl``, flushed as it
+  lands; with ``resume`` the samples already there are skipped. ``run.json`` beside it holds
+  the run's fingerprint (``run_fingerprint``: the agent's configuration, env ids and
+  arguments, seed, rollouts, sandbox backend), and ``resume`` refuses a log that another
+  configuration wrote.
+- *Summarize* (``summary``): a pure function of the logged samples in plan order, so a
+  resumed run writes the same ``summary.json`` as an uninterrupted one. Scoring errors
+  (harness failures) are counted and left out of every denominator, never scored as wrong.
+- *Report* (``report``): a scoreboard table, breakdown lines, a PNG of the breakdowns
+  (matplotlib, imported only to plot), and the progress bar.
+
+Every public name of these modules is importable from ``gym_sysmath.evaluation`` itself.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from gym_sysmath.agents import Agent, make_agent
+from gym_sysmath.evaluation.log import RUN_HEADER, RUN_HEADER_FORMAT, ResultsLog, bind_run_header, run_fingerprint
+from gym_sysmath.evaluation.plan import EvalError, SampleSpec, choose_tasks, plan_samples, sample_seed
+from gym_sysmath.evaluation.report import EvalRun, Progress, format_breakdowns, format_scoreboard, plot_summary
+from gym_sysmath.evaluation.run import (
+    BASE_INFO_KEYS,
+    MAX_STEPS,
+    Outcome,
+    SampleFailure,
+    SampleResult,
+    _jsonable,
+    close_all,
+    play,
+    run_episode,
+    run_local,
+)
+from gym_sysmath.evaluation.summary import BREAKDOWN_KEYS, DIFFICULTY_ORDER, SCORING_ERROR, pass_at_k, summarize
+
+__all__ = [
+    "BASE_INFO_KEYS",
+    "BREAKDOWN_KEYS",
+    "DIFFICULTY_ORDER",
+    "MAX_STEPS",
+    "RUN_HEADER",
+    "RUN_HEADER_FORMAT",
+    "SCORING_ERROR",
+    "EvalError",
+    "EvalRun",
+    "Outcome",
+    "Progress",
+    "ResultsLog",
+    "SampleFailure",
+    "SampleResult",
+    "SampleSpec",
+    "bind_run_header",
+    "choose_tasks",
+    "close_all",
+    "evaluate",
+    "exit_code",
+    "format_breakdowns",
+    "format_scoreboard",
+    "make_listing_env",
+    "pass_at_k",
+    "plan_samples",
+    "play",
+    "plot_summary",
+    "run_episode",
+    "run_fingerprint",
+    "run_local",
+    "sample_seed",
+    "summarize",
+]
+
+
+def make_listing_env(env_id: str, **kwargs: Any) -> gym.Env:
+    """An env made only to read its tasks and prompts (never stepped): on the process
+    backend, whose pool starts nothing until a job runs, so no Docker is needed, and without
+    that backend's isolation warning, which concerns running code."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="sandbox='process'", category=UserWarning)
+        return gym.make(env_id, **{**kwargs, "sandbox": "process"})
+
+
+def _task_ids(env_ids: Sequence[str], make_kwargs: Mapping[str, Any], listing_only: bool
+              ) -> tuple[dict[str, tuple[str, ...]], list[gym.Env]]:
+    """Each env's eval task ids, from one env per id that stays open for the run. On the
+    local path it is made like the workers' envs, so a missing Docker daemon or a stale image
+    stops the eval before any episode, and it holds the shared sandbox pool while worker
+    threads come and go; a Ray driver only lists tasks, which needs no Docker there."""
+    probes: list[gym.Env] = []
+    ids: dict[str, tuple[str, ...]] = {}
+    try:
+        for env_id in env_ids:
+            probes.append(make_listing_env(env_id, **make_kwargs) if listing_only else gym.make(env_id, **make_kwargs))
+            ids[env_id] = tuple(probes[-1].unwrapped.task_ids)
+            if not ids[env_id]:
+                raise EvalError(f"{env_id} has no eval tasks with these arguments")
+    except BaseException:
+        close_all(dict(enumerate(probes)))
+        raise
+    return ids, probes
+
+
+def _check_resumable(done: Mapping[tuple[str, str, int], SampleResult], specs: Sequence[SampleSpec],
+                     agent: Agent, path: Path) -> None:
+    for spec in specs:
+        result = done.get(spec.key)
+        if result is not None and (result.seed != spec.seed or result.agent != agent.name):
+            raise EvalError(f"{path} was written by another run ({result.agent}, seed {result.seed} for "
+                            f"{spec.key}; this run: {agent.name}, seed {spec.seed}); use another --out")
+
+
+def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int | None = None,
+             rollouts: int = 1, seed: int = 0, concurrency: int | None = None, out: str | Path | None = None,
+             resume: bool = False, overwrite: bool = False, make_kwargs: Mapping[str, Any] | None = None,
+             ray: bool | str | None = None, progress: bool = True, plot: bool = True) -> EvalRun:
+    """Evaluate ``agent`` on the eval split of each env id.
+
+    ``n`` tasks per env (``choose_tasks``), ``rollouts`` samples per task,
+    ``concurrency`` episodes in flight: threads here (default: the sandbox pool's size), or
+    Ray actors with ``ray`` (default: one per cluster CPU), which is True for a local or
+    ``RAY_ADDRESS`` instance, or a cluster's address. With ``out``, writes
+    ``results.jsonl``, ``summary.json`` and ``breakdowns.png`` there; ``resume`` skips the
+    samples already logged.
+    """
+    agent = make_agent(agent) if isinstance(agent, str) else agent
+    env_ids = list(dict.fromkeys(env_ids))  # an id named twice is evaluated once
+    if rollouts < 1:
+        raise EvalError(f"rollouts must be at least 1, got {rollouts}")
+    if resume and out is None:
+        raise EvalError("resume needs an output directory (--out) holding results.jsonl")
+    make_kwargs = dict(make_kwargs or {})
+    use_ray = ray is not None and ray is not False
+    started = time.perf_counter()
+    task_ids, probes = _task_ids(env_ids, make_kwargs, listing_only=use_ray)
+    try:
+        specs = [spec for env_id in env_ids
+                 for spec in plan_samples(env_id, task_ids[env_id], agent, n, rollouts, seed)]
+        if not specs:
+            raise EvalError(f"nothing to evaluate for {agent.name} on {', '.join(env_ids)}")
+        planned = {spec.key for spec in specs}
+        if len(planned) != len(specs):  # plan_samples makes each env's keys unique; env ids are too
+            raise EvalError(f"the plan for {agent.name} holds a sample more than once")
+        fingerprint = run_fingerprint(env_ids, agent, rollouts=rollouts, seed=seed, make_kwargs=make_kwargs)
+        out_dir = Path(out) if out is not None else None
+        log = ResultsLog(out_dir / "results.jsonl", resume=resume, overwrite=overwrite) if out_dir else None
+        done = log.load() if log and resume else {}
+        if log:
+            bind_run_header(log, fingerprint)
+            _check_resumable(done, specs, agent, log.path)
+        results = {key: result for key, result in done.items() if key in planned}
+        todo = [spec for spec in specs if spec.key not in results]
+        failures: list[SampleFailure] = []
+        bar = Progress(len(specs), f"eval {agent.name[:24]}", done=len(results), enabled=progress)
+        lock = threading.Lock()
+
+        def on_outcome(outcome: Outcome) -> None:
+            with lock:
+                if isinstance(outcome, SampleResult):
+                    if log:
+                        log.append(outcome)
+                    results[outcome.key] = outcome
+                else:
+                    failures.append(outcome)
+            bar.update(outcome)
+
+        try:
+            if use_ray:
+                from gym_sysmath.integrations.ray_rollouts import run_ray
+
+                run_ray(todo, agent, on_outcome, workers=concurrency, make_kwargs=make_kwargs,
+                        address=None if ray is True else str(ray))
+            else:
+                from gym_sysmath.sandbox.pool import default_pool_size
+
+                run_local(todo, agent, on_outcome, concurrency=concurrency or default_pool_size(),
+                          make_kwargs=make_kwargs)
+        finally:
+            bar.close()
+    finally:
+        close_all(dict(enumerate(probes)))
+    ordered = tuple(results[spec.key] for spec in specs if spec.key in results)
+    config = {"agent": agent.name, "env_ids": list(env_ids), "n": n, "rollouts": rollouts, "seed": seed,
+              "make_kwargs": _jsonable(make_kwargs), "fingerprint": fingerprint}
+    summary = summarize(ordered, config)
+    summary["planned"] = len(specs)
+    summary["missing"] = len(specs) - len(ordered)
+    plot_path = None
+    notes = []
+    extra = len(done) - sum(1 for key in done if key in planned)
+    if extra:
+        notes.append(f"{extra} logged sample(s) outside this plan were kept in results.jsonl and left out")
+    if out_dir:
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        if plot and ordered:
+            plot_path = plot_summary(summary, out_dir / "breakdowns.png", title=f"gym-sysmath eval: {agent.name}")
+    return EvalRun(agent.name, summary, ordered, tuple(failures), out_dir, time.perf_counter() - started,
+                   plot_path, tuple(notes))
+
+
+def exit_code(runs: Sequence[EvalRun]) -> int:
+    """1 when the reference agent is below 100% or anything failed to score; else 0."""
+    for run in runs:
+        overall = run.summary["overall"]
+        if run.failures or run.summary.get("missing") or overall["scoring_errors"]:
+            return 1
+        if run.agent == "reference" and any(stats["accuracy"] != 1.0 for stats in run.summary["envs"].values()):
+            return 1
+    return 0

@@ -1,0 +1,126 @@
+"""The results log: ``results.jsonl``, one JSON line per finished sample, flushed as it lands,
+and ``run.json`` beside it holding the run's fingerprint (``run_fingerprint``: the agent's
+configuration, env ids and arguments, seed, rollouts, sandbox backend). With ``resume`` the
+samples already logged are skipped, and ``bind_run_header`` refuses a log that another
+configuration wrote.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gym_sysmath.agents import Agent
+from gym_sysmath.env import SysmathEnv
+from gym_sysmath.evaluation.plan import EvalError
+from gym_sysmath.evaluation.run import SampleResult, _jsonable
+
+#: The run header beside ``results.jsonl``: the fingerprint ``resume`` checks.
+RUN_HEADER = "run.json"
+RUN_HEADER_FORMAT = 1
+
+
+class ResultsLog:
+    """``results.jsonl``: appended one flushed line per sample, read back for ``--resume``."""
+
+    def __init__(self, path: Path, *, resume: bool = False, overwrite: bool = False):
+        self.path = path
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size and not resume:
+            if not overwrite:
+                raise EvalError(f"{path} exists: pass --resume to continue it, --overwrite to replace it, "
+                                "or choose another --out")
+            path.unlink()
+
+    def load(self) -> dict[tuple[str, str, int], SampleResult]:
+        """The samples logged so far; a line cut short by a crash is dropped from the file."""
+        if not self.path.exists():
+            return {}
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            data = data[: data.rfind(b"\n") + 1]
+            with self.path.open("r+b") as handle:
+                handle.truncate(len(data))
+        loaded: dict[tuple[str, str, int], SampleResult] = {}
+        for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    result = SampleResult.from_record(json.loads(line))
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                    raise EvalError(f"{self.path}:{number}: not a result line ({exc})") from exc
+                loaded[result.key] = result
+        return loaded
+
+    def append(self, result: SampleResult) -> None:
+        line = json.dumps(result.to_record(), default=str) + "\n"
+        with self._lock, self.path.open("a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+
+
+def run_fingerprint(env_ids: Sequence[str], agent: Agent, *, rollouts: int, seed: int,
+                    make_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What decides a run's samples and their outcomes, as JSON: the agent's configuration
+    (``Agent.fingerprint``: a responses file's sha256, a python target, an endpoint's model,
+    URL and sampling arguments, never a key), the env ids and their ``gym.make`` arguments,
+    the seed, the rollouts and the sandbox backend. Not ``-n`` (a larger ``-n`` extends a run),
+    concurrency or Ray, which change no outcome."""
+    env_args = dict(make_kwargs)
+    sandbox = env_args.pop("sandbox", _DEFAULT_SANDBOX)
+    return _jsonable({"agent": agent.fingerprint(), "env_ids": sorted(set(env_ids)), "env_args": env_args,
+                      "sandbox": sandbox, "seed": seed, "rollouts": rollouts})
+
+
+#: The backend an env uses when ``make_kwargs`` names none.
+_DEFAULT_SANDBOX = inspect.signature(SysmathEnv.__init__).parameters["sandbox"].default
+_UNSET = object()
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    text = "unset" if value is _UNSET else json.dumps(value, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _differences(logged: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``name: logged X, this run Y`` for each field that differs, nested fields by dotted name."""
+    lines = []
+    for key in sorted(set(logged) | set(current), key=str):
+        old, new = logged.get(key, _UNSET), current.get(key, _UNSET)
+        if old == new:
+            continue
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            lines += _differences(old, new, f"{prefix}{key}.")
+        else:
+            lines.append(f"{prefix}{key}: logged {_show(old)}, this run {_show(new)}")
+    return lines
+
+
+def bind_run_header(log: ResultsLog, fingerprint: Mapping[str, Any]) -> None:
+    """Write ``run.json`` for a log with no samples yet; for one with samples, check that
+    ``run.json`` holds this run's fingerprint, and raise ``EvalError`` naming what differs."""
+    header = log.path.with_name(RUN_HEADER)
+    if not (log.path.exists() and log.path.stat().st_size):
+        temporary = header.with_name(f".{RUN_HEADER}.tmp")
+        temporary.write_text(json.dumps({"format": RUN_HEADER_FORMAT, "fingerprint": fingerprint},
+                                        indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        temporary.replace(header)
+        return
+    advice = "use another --out, or --overwrite to start it again"
+    try:
+        logged = json.loads(header.read_text(encoding="utf-8"))["fingerprint"]
+        if not isinstance(logged, dict):
+            raise TypeError("fingerprint is not an object")
+    except FileNotFoundError as exc:
+        raise EvalError(f"{log.path} has no {RUN_HEADER} beside it, so nothing shows which run wrote it; "
+                        f"{advice}") from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise EvalError(f"{header} is unreadable ({exc}); {advice}") from exc
+    differences = _differences(logged, fingerprint)
+    if differences:
+        raise EvalError(f"{log.path} was written by another run; " + "; ".join(differences) + f". To resume, "
+                        f"run it as it was first run, or {advice}")

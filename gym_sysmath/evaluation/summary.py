@@ -1,0 +1,87 @@
+"""Summarize logged samples: a pure function of them in plan order, so a resumed run writes
+the same ``summary.json`` as an uninterrupted one. Scoring errors (harness failures) are
+counted and left out of every denominator, never scored as wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gym_sysmath.evaluation.run import SampleResult
+
+#: Task metadata keys that get a per-value accuracy breakdown, when a family provides them.
+BREAKDOWN_KEYS = ("category", "difficulty", "topic", "language")
+DIFFICULTY_ORDER = ("easy", "medium", "hard")
+SCORING_ERROR = "scoring_error"
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimate from ``n`` samples with ``c`` correct (Chen et al. 2021):
+    1 - C(n - c, k) / C(n, k)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def _counts(results: Sequence[SampleResult]) -> dict[str, Any]:
+    errors = sum(1 for r in results if r.verdict == SCORING_ERROR)
+    scored = len(results) - errors
+    correct = sum(1 for r in results if r.verdict == "correct")
+    return {"samples": len(results), "scored": scored, "correct": correct, "scoring_errors": errors,
+            "accuracy": correct / scored if scored else None}
+
+
+def _pass_at_k(results: Sequence[SampleResult]) -> dict[str, float]:
+    """pass@k for k = 1..(most scored samples of a task), each over the tasks with at least
+    k scored samples; scoring errors shrink a task's n instead of counting as failures."""
+    per_task: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for result in results:
+        if result.verdict != SCORING_ERROR:
+            tally = per_task[(result.env_id, result.task_id)]
+            tally[0] += 1
+            tally[1] += result.verdict == "correct"
+    largest = max((n for n, _ in per_task.values()), default=0)
+    table = {}
+    for k in range(1, largest + 1):
+        values = [pass_at_k(n, c, k) for n, c in per_task.values() if n >= k]
+        table[str(k)] = sum(values) / len(values)
+    return table
+
+
+def _value_order(value: str) -> tuple[int, str]:
+    """Breakdown values alphabetically, but difficulties easy to hard."""
+    return (DIFFICULTY_ORDER.index(value) if value in DIFFICULTY_ORDER else len(DIFFICULTY_ORDER), value)
+
+
+def _group_stats(results: Sequence[SampleResult], breakdowns: bool) -> dict[str, Any]:
+    stats = _counts(results)
+    stats["tasks"] = len({(r.env_id, r.task_id) for r in results})
+    stats["pass_at_k"] = _pass_at_k(results)
+    stats["verdicts"] = dict(sorted(Counter(r.verdict for r in results).items()))
+    if breakdowns:
+        stats["breakdowns"] = {}
+        for key in BREAKDOWN_KEYS:
+            groups: dict[str, list[SampleResult]] = {}
+            for result in results:
+                if key in result.metadata:
+                    groups.setdefault(str(result.metadata[key]), []).append(result)
+            if groups:
+                stats["breakdowns"][key] = {value: _counts(groups[value]) for value in sorted(groups, key=_value_order)}
+    return stats
+
+
+def summarize(results: Iterable[SampleResult], config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The summary of logged samples: accuracy (correct / scored, scoring errors excluded),
+    pass@k, verdict counts and metadata breakdowns, per env and overall."""
+    ordered = sorted(results, key=lambda r: r.key)
+    by_env: dict[str, list[SampleResult]] = {}
+    for result in ordered:
+        by_env.setdefault(result.env_id, []).append(result)
+    return {
+        "config": dict(config or {}),
+        "envs": {env_id: _group_stats(members, breakdowns=True) for env_id, members in by_env.items()},
+        "overall": _group_stats(ordered, breakdowns=False),
+    }
