@@ -10,12 +10,13 @@ from gym_sysmath.actions import CodeAction, FinalAction
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.sandbox import ExecutionResult, Job, Limits, Sandbox
 from gym_sysmath.tasks import compgeom
+from gym_sysmath.tasks.compgeom.cases import timing_cases
 from gym_sysmath.verdicts import FAILED_EXECUTION, Grade, Verdict
 
 RUN_LIMITS = Limits(wall_s=10.0, cpu_s=5.0, memory_bytes=2 * 1024**3)
 PERF_LIMITS = Limits(wall_s=30.0, cpu_s=20.0, memory_bytes=2 * 1024**3, stdout_bytes=16 * 1024**2)
 PERF_REPEATS = 5
-PERF_COPIES = 40  # the hidden inputs, this many times over: long enough to time, short enough to wait for
+PERF_COPIES = 40  # variants of each hidden input: long enough to time, short enough to wait for
 COMPILE_OUTPUT_CHARS = 4000
 
 
@@ -89,6 +90,7 @@ class CompGeomEnv(SysmathEnv):
         self._public: compgeom.CaseReport | None = None
         self._reference_time: dict[str, float | None] = {}
         self._stdin_cache: dict[tuple[str, str], str] = {}
+        self._timing_cases: dict[str, tuple[compgeom.Case, ...]] = {}
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
                          render_mode=render_mode)
 
@@ -173,10 +175,15 @@ class CompGeomEnv(SysmathEnv):
         """The harness's stdin for public, hidden or timing inputs, built once per task."""
         key = (task.task_id, which)
         if key not in self._stdin_cache:
-            cases = {"public": task.public_cases, "hidden": task.hidden_cases,
-                     "timing": tuple(task.hidden_cases) * PERF_COPIES}[which]
-            self._stdin_cache[key] = compgeom.stdin_for(cases)
+            self._stdin_cache[key] = compgeom.stdin_for(self._cases(task, which))
         return self._stdin_cache[key]
+
+    def _cases(self, task: compgeom.CompGeomTask, which: str) -> tuple[compgeom.Case, ...]:
+        if which == "timing":  # distinct inputs, so answers cannot be memoised across repeats
+            if task.task_id not in self._timing_cases:
+                self._timing_cases[task.task_id] = timing_cases(task.primitive, PERF_COPIES)
+            return self._timing_cases[task.task_id]
+        return task.public_cases if which == "public" else task.hidden_cases
 
     def _performance(self, task: compgeom.CompGeomTask) -> float:
         """Wall time of the reference over the candidate's (medians, after a warm-up), capped at 1.
@@ -195,7 +202,7 @@ class CompGeomEnv(SysmathEnv):
         return round(min(1.0, reference / max(candidate, 1e-4)), 4)
 
     def _median_time(self, task: compgeom.CompGeomTask, source: str | None) -> float | None:
-        cases = tuple(task.hidden_cases) * PERF_COPIES
+        cases = self._cases(task, "timing")
         samples = []
         for attempt in range(PERF_REPEATS + 1):
             result = self._run("timing", source, PERF_LIMITS)

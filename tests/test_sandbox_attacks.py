@@ -331,3 +331,19 @@ def test_compiler_output_claiming_a_full_disk_is_still_a_compile_error(sandbox):
     result = sandbox.run(Job("cpp", {"main.cpp": source}))
     assert result.status == "compile_error"
     assert_still_works(sandbox)
+
+
+def test_session_fork_chain_ends_with_the_turn(sandbox):
+    session = sandbox.open_session()
+    try:
+        chain = ("import os\nif os.fork() == 0:\n    os.setsid()\n    while True:\n"
+                 "        if os.fork() > 0:\n            os._exit(0)\nprint('started')")
+        assert session.run(chain).stdout == "started\n"
+        count = ("import os, time\ntime.sleep(0.3)\nalive = [p for p in os.listdir('/proc') if p.isdigit()\n"
+                 "         and os.stat('/proc/' + p).st_uid == os.getuid()\n"
+                 "         and open('/proc/' + p + '/stat').read().rsplit(')', 1)[1].split()[0] != 'Z']\n"
+                 "print(len(alive))")
+        assert session.run(count).stdout == "1\n", "a fork chain outlived the turn that started it"
+    finally:
+        session.close()
+    assert_still_works(sandbox)

@@ -291,3 +291,17 @@ def load_cases(primitive: str, visibility: str, path: Path | None = None) -> tup
     if data.get("primitive") != primitive or data.get("visibility") != visibility:
         raise ValueError(f"{path}: header does not name {primitive}/{visibility}")
     return tuple(Case(c["id"], primitive, c["input"], c["expected"], c["branch"]) for c in data["cases"])
+
+
+def timing_cases(primitive_name: str, copies: int) -> tuple[Case, ...]:
+    """Seeded variants of the hidden inputs for performance runs: each copy moves every hidden
+    draw by a fresh random symmetry, so a program that memoises answers by input gains nothing."""
+    primitive = BY_NAME[primitive_name]
+    draws = list(_draws(primitive, "hidden"))
+    cases = []
+    for copy in range(copies):
+        for index, (case_id, values) in enumerate(draws):
+            rng = _rng(primitive, 4, copy, index)
+            moved = _transform_box(values, rng) if primitive.is_box else _transform_2d(primitive, values, rng)
+            cases.append(make_case(primitive, f"timing-{copy}-{case_id}", moved))
+    return tuple(cases)

@@ -367,7 +367,8 @@ class StageRunner:
                             _kill_group(pid)
         if status is None:
             status = waiter.block()
-        _kill_group(pid)
+        # No killpg here: the leader is reaped, so its pid may already name another process.
+        # What the job left behind dies with its uid in the purge.
         waiter.close()
         for fd in (in_w, out_r, err_r):
             if fd >= 0:
@@ -776,6 +777,12 @@ class Session:
         finally:
             for fd in (null, ctrl_r, status_w, out_w, err_w):
                 os.close(fd)
+        # Signals go through a pidfd: if the session dies and the zygote reaps it, its pid may
+        # name another rollout's process, which a plain kill would then hit.
+        try:
+            self.pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            self.pidfd = -1
         for fd in (self.out_r, self.err_r, self.status_r):
             os.set_blocking(fd, False)
 
@@ -785,7 +792,7 @@ class Session:
         self._discard_pending_output()
         started = time.monotonic()
         deadline = started + turn_limits["wall_s"]
-        _signal_quietly(self.pid, signal.SIGCONT)
+        self._signal(signal.SIGCONT)
         try:
             write_frame(self.ctrl_w, {"code": code, "fetch": fetch})
         except OSError:  # the session's own code closed or broke its control pipe
@@ -866,18 +873,24 @@ class Session:
             result["defined"] = reply.get("defined") is True
             result["value"] = _sanitize_value(reply.get("value"))
         self._kill_stragglers()
-        _signal_quietly(self.pid, signal.SIGSTOP)  # its threads must not run between turns
+        self._signal(signal.SIGSTOP)  # its threads must not run between turns
         return result
 
     def _kill_stragglers(self) -> None:
         """A turn's background processes end with the turn: only the session process stays."""
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == self.pid:
-                continue
+        _kill_uid_processes(self.uid, keep=self.pid if self._alive() else None)
+
+    def _alive(self) -> bool:
+        if self.pidfd < 0:
+            return False
+        readable, _, _ = select.select([self.pidfd], [], [], 0)
+        return not readable  # a pidfd turns readable when its process exits
+
+    def _signal(self, sig: int) -> None:
+        if self.pidfd >= 0:
             try:
-                if os.stat(f"/proc/{entry}").st_uid == self.uid:
-                    os.kill(int(entry), signal.SIGKILL)
-            except OSError:
+                signal.pidfd_send_signal(self.pidfd, sig)
+            except (ProcessLookupError, OSError):
                 pass
 
     def _discard_pending_output(self) -> None:
@@ -909,13 +922,14 @@ class Session:
         if self.ended:
             return
         self.ended = why
-        _kill_group(self.pid)
-        self._reap()
-        for fd in (self.ctrl_w, self.status_r, self.out_r, self.err_r):
+        self._signal(signal.SIGKILL)
+        _kill_uid_processes(self.uid)
+        for fd in (self.ctrl_w, self.status_r, self.out_r, self.err_r, self.pidfd):
             try:
                 os.close(fd)
             except OSError:
                 pass
+        self.pidfd = -1
         if not _purge_uid(self.uid, self.workdir):
             _request_retirement()
 
@@ -924,6 +938,29 @@ class Session:
 
 
 SESSION_REPLY_MAX_BYTES = 8 * 1024 * 1024
+
+
+def _kill_uid_processes(uid: int, keep: int | None = None, deadline_s: float = 2.0) -> None:
+    """SIGKILL every process of ``uid`` but ``keep``, scanning until none is left: a fork chain
+    (each member forks, then exits) survives one pass, never a pass that finds it empty."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        found = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == keep:
+                continue
+            try:
+                if os.stat(f"/proc/{entry}").st_uid != uid:
+                    continue
+                fields = _proc_stat_fields(int(entry))
+                if fields and fields[0] in ("Z", "X"):  # already dead, waiting for its parent
+                    continue
+                os.kill(int(entry), signal.SIGKILL)
+                found = True
+            except OSError:
+                pass
+        if not found:
+            return
 
 
 def _signal_quietly(pid: int, sig: int) -> None:
