@@ -347,3 +347,28 @@ def test_session_fork_chain_ends_with_the_turn(sandbox):
     finally:
         session.close()
     assert_still_works(sandbox)
+
+
+def test_program_that_cannot_be_executed_is_a_runtime_error_not_a_harness_failure(sandbox):
+    # a 5000-byte .interp section makes execve fail with ENOEXEC: the program's own doing
+    source = ('__attribute__((section(".interp"), used)) static const char interp[5000] = "x";\n'
+              "int main() { return 0; }")
+    assert sandbox.run(Job("cpp", {"main.cpp": source})).status == "runtime_error"
+    assert_still_works(sandbox)
+
+
+def test_session_thread_outliving_its_main_thread_ends_with_the_turn(sandbox):
+    session = sandbox.open_session()
+    try:
+        spawn = ("import os, threading, ctypes, time\nif os.fork() == 0:\n    os.setsid()\n"
+                 "    def spin():\n        while True:\n            open('beat', 'w').write(str(time.time()))\n"
+                 "            time.sleep(0.01)\n"
+                 "    threading.Thread(target=spin).start()\n"
+                 "    ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: only the main thread ends\n"
+                 "print('spawned')")
+        assert session.run(spawn).stdout == "spawned\n"
+        check = ("import os, time\ntime.sleep(0.5)\n"
+                 "print(not os.path.exists('beat') or time.time() - float(open('beat').read() or 0) > 0.3)")
+        assert session.run(check).stdout == "True\n", "a thread of a zombie leader kept running"
+    finally:
+        session.close()

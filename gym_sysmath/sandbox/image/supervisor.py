@@ -175,7 +175,7 @@ def _write_files(files: dict) -> None:
         if "/" in name or name in ("", ".", ".."):
             raise ValueError(f"bad file name {name!r}")
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
             handle.write(content)
 
 
@@ -243,10 +243,12 @@ def _read_to_end(fd: int) -> bytes:
 class StageRunner:
     """Forks one stage (a command or Python source), feeds stdin, streams output against caps."""
 
-    def __init__(self, uid: int, workdir: str, limits: dict):
+    def __init__(self, uid: int, workdir: str, limits: dict, program_is_jobs: bool = False):
         self.uid = uid
         self.workdir = workdir
         self.limits = limits
+        #: whether an exec failure is the job's (its own compiled program) or ours (a compiler)
+        self.program_is_jobs = program_is_jobs
 
     def run(self, *, argv: list[str] | None = None, python: str | None = None,
             files: dict | None = None, stdin: bytes = b"") -> dict:
@@ -282,12 +284,19 @@ class StageRunner:
                 (report,) = _enter_sandbox(self.uid, self.workdir, self.limits, fds[:3], keep=(fds[3],))
                 if files:
                     _write_files(files)
-                os.execvpe(argv[0], argv, os.environ)
             except BaseException as exc:  # before the job's code ran: the sandbox's failure
                 try:
                     os.write(report, f"{type(exc).__name__}: {exc}".encode()[:500])
                 except OSError:
                     pass
+                os._exit(127)
+            try:
+                os.execvpe(argv[0], argv, os.environ)
+            except OSError as exc:  # a program the job built may be unrunnable (a bad ELF header)
+                if not self.program_is_jobs:
+                    os.write(report, f"cannot run {argv[0]}: {exc}".encode()[:500])
+                else:
+                    os.write(2, f"sandbox: cannot execute the program: {exc}\n".encode())
             os._exit(127)
         return pid
 
@@ -486,9 +495,10 @@ def _as_uid(uid: int, action, deadline_s: float) -> bool:
 
 
 def _scratch_nearly_full(scratch: str, reserve: int = 32 * 1024 * 1024) -> bool:
-    """Whether the scratch filesystem itself is out of room (what the compiler says is the job's)."""
+    """Whether the scratch filesystem itself is out of room or inodes (what the compiler says is
+    the job's business)."""
     stats = os.statvfs(scratch)
-    return stats.f_bavail * stats.f_frsize < reserve
+    return stats.f_bavail * stats.f_frsize < reserve or (stats.f_files > 0 and stats.f_favail < 4096)
 
 
 def _empty_dir(folder: str) -> None:
@@ -953,10 +963,10 @@ def _kill_uid_processes(uid: int, keep: int | None = None, deadline_s: float = 2
                 if os.stat(f"/proc/{entry}").st_uid != uid:
                     continue
                 fields = _proc_stat_fields(int(entry))
-                if fields and fields[0] in ("Z", "X"):  # already dead, waiting for its parent
-                    continue
+                dead = fields and fields[0] in ("Z", "X") and len(os.listdir(f"/proc/{entry}/task")) <= 1
                 os.kill(int(entry), signal.SIGKILL)
-                found = True
+                if not dead:  # a zombie leader whose other threads still run is alive
+                    found = True
             except OSError:
                 pass
         if not found:
@@ -1183,7 +1193,7 @@ class Supervisor:
             return dict(compiled, compile=compiled)
         if entry["binary"] and not os.path.isdir(workdir):
             _prepare_workdir(uid, workdir, program=entry["binary"])
-        result = StageRunner(uid, workdir, limits).run(argv=["./prog"], stdin=stdin)
+        result = StageRunner(uid, workdir, limits, program_is_jobs=True).run(argv=["./prog"], stdin=stdin)
         result["compile"] = compiled
         return result
 
