@@ -88,7 +88,6 @@ class CompGeomEnv(SysmathEnv):
         self._current: compgeom.CompGeomTask | None = None
         self._candidate: str | None = None
         self._public: compgeom.CaseReport | None = None
-        self._reference_time: dict[str, float | None] = {}
         self._stdin_cache: dict[tuple[str, str], str] = {}
         self._timing_cases: dict[str, tuple[compgeom.Case, ...]] = {}
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
@@ -186,31 +185,26 @@ class CompGeomEnv(SysmathEnv):
         return task.public_cases if which == "public" else task.hidden_cases
 
     def _performance(self, task: compgeom.CompGeomTask) -> float:
-        """Wall time of the reference over the candidate's (medians, after a warm-up), capped at 1.
+        """Wall time of the reference over the candidate's, capped at 1.
 
-        Both run in the same sandbox runtime, with the same one-CPU quota, on the same seeded
-        inputs, so a score is only ever relative to its own language. Wall time, not the
-        process's CPU time, so work handed to a detached grandchild still counts; and every
-        timed run is graded, so a program cannot skip the work when it sees the timing input.
-        The reference's time is measured once per task.
+        Both run alternately on the same worker, in the same runtime and one-CPU quota, on the
+        same seeded inputs, after a warm-up each; the medians are compared, so a score is only
+        ever relative to its own language and drifting machine load hits both sides alike.
+        Wall time, not the process's CPU time, so work handed to a detached grandchild still
+        counts; every timed run is graded, so a program cannot skip work on the timing input.
         """
-        if task.task_id not in self._reference_time:
-            self._reference_time[task.task_id] = self._median_time(task, compgeom.reference_solution(task))
-        reference, candidate = self._reference_time[task.task_id], self._median_time(task, None)
-        if candidate is None or reference is None:
-            return 0.0
-        return round(min(1.0, reference / max(candidate, 1e-4)), 4)
-
-    def _median_time(self, task: compgeom.CompGeomTask, source: str | None) -> float | None:
+        reference_source = compgeom.reference_solution(task)
         cases = self._cases(task, "timing")
-        samples = []
+        times: dict[str, list[float]] = {"reference": [], "candidate": []}
         for attempt in range(PERF_REPEATS + 1):
-            result = self._run("timing", source, PERF_LIMITS)
-            if result.status != "ok" or not compgeom.compare(cases, result.stdout).ok:
-                return None
-            if attempt:  # the first run warms the caches
-                samples.append(result.wall_s)
-        return statistics.median(samples)
+            for side, source in (("reference", reference_source), ("candidate", None)):
+                result = self._run("timing", source, PERF_LIMITS)
+                if result.status != "ok" or not compgeom.compare(cases, result.stdout).ok:
+                    return 0.0
+                if attempt:  # the first round warms the caches
+                    times[side].append(result.wall_s)
+        reference, candidate = (statistics.median(times[side]) for side in ("reference", "candidate"))
+        return round(min(1.0, reference / max(candidate, 1e-4)), 4)
 
     # ------------------------------------------------------------------ reporting
 

@@ -142,10 +142,13 @@ class SysmathEnv(gym.Env[str, str]):
         """Run a tool turn in the episode's persistent Python session (opened on first use)."""
         if self._session is None:
             self._session = self.sandbox.open_session()
-        restarts = self._session.restarts
+        restarts, rebuilds = self._session.restarts, self._session.rebuilds
         result = self._session.run(code)
-        restarted = self._session.restarts > restarts
-        return ToolTurn(format_tool_output(result, self.turn, self.max_turns, restarted), {"execution": result.status})
+        observation = format_tool_output(result, self.turn, self.max_turns, self._session.restarts > restarts)
+        if self._session.rebuilds > rebuilds:
+            observation += ("\n[the sandbox lost this session; it was rebuilt by re-running your earlier turns, "
+                            "so values drawn at random or from the clock may differ]")
+        return ToolTurn(observation, {"execution": result.status})
 
     @staticmethod
     def _lookup(records: Mapping[str, Any], task_id: str) -> Any:

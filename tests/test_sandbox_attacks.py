@@ -372,3 +372,15 @@ def test_session_thread_outliving_its_main_thread_ends_with_the_turn(sandbox):
         assert session.run(check).stdout == "True\n", "a thread of a zombie leader kept running"
     finally:
         session.close()
+
+
+def test_session_files_are_private_to_the_session(sandbox):
+    victim, attacker = sandbox.open_session(), sandbox.open_session()
+    try:
+        where = victim.run("import os\nopen('notes.txt', 'w').write('private')\nprint(os.getcwd())").stdout.strip()
+        probe = attacker.run(f"try:\n    print(open({where + '/notes.txt'!r}).read())\n"
+                             "except OSError as exc:\n    print(type(exc).__name__)")
+        assert "private" not in probe.stdout
+    finally:
+        victim.close()
+        attacker.close()

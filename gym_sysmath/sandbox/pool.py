@@ -201,7 +201,8 @@ class PythonSession:
         self.sandbox = sandbox
         self.limits = limits
         self.history: list[str] = []
-        self.restarts = 0
+        self.restarts = 0  # the agent's own code ended the session: its state is gone
+        self.rebuilds = 0  # the harness lost the session: it was rebuilt by replaying history
         self._worker: Worker | None = None
         self._name: str | None = None
 
@@ -237,6 +238,7 @@ class PythonSession:
                 raise
             try:
                 self._rebuild()
+                self.rebuilds += 1
                 result = self._turn(code, fetch)
             except SandboxError as second:
                 raise SandboxError(second.cause, f"{second.detail} (after a retry; first: {first})") from second

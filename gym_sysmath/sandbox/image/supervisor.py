@@ -144,7 +144,7 @@ def _make_oom_preferred() -> None:
 # --------------------------------------------------------------------------- child side
 
 def _enter_sandbox(uid: int, workdir: str, limits: dict, stdio: tuple[int, int, int],
-                   keep: tuple[int, ...] = ()) -> list[int]:
+                   keep: tuple[int, ...] = (), umask: int = 0o077) -> list[int]:
     """In a freshly forked child: own session, stdio pipes, no other inherited fds, an
     unprivileged uid, rlimits, and the scratch dir as cwd, HOME and TMPDIR.
 
@@ -161,7 +161,7 @@ def _enter_sandbox(uid: int, workdir: str, limits: dict, stdio: tuple[int, int, 
     _make_oom_preferred()
     _drop_privileges(uid)
     os.chdir(workdir)
-    os.umask(0o022)
+    os.umask(umask)  # 077: what a job or session writes is its uid's alone
     _apply_rlimits(limits)
     os.environ.clear()
     os.environ.update(JOB_ENV)
@@ -281,7 +281,10 @@ class StageRunner:
         if pid == 0:  # child: the exec replaces this copy of the supervisor's memory
             report = fds[3]
             try:
-                (report,) = _enter_sandbox(self.uid, self.workdir, self.limits, fds[:3], keep=(fds[3],))
+                # a compiler's output must stay readable to the supervisor, for the build cache
+                umask = 0o077 if self.program_is_jobs else 0o022
+                (report,) = _enter_sandbox(self.uid, self.workdir, self.limits, fds[:3], keep=(fds[3],),
+                                           umask=umask)
                 if files:
                     _write_files(files)
             except BaseException as exc:  # before the job's code ran: the sandbox's failure
@@ -455,11 +458,11 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _prepare_workdir(uid: int, workdir: str, program: str | None = None) -> None:
+def _prepare_workdir(uid: int, workdir: str, program: str | None = None, mode: int = 0o711) -> None:
     """A fresh dir owned by the job's uid (the scratch root itself is root's), holding a copy of
     ``program`` as ``prog`` when given (a cached build). Mode 0711 lets the supervisor fetch a
     compiled binary for the build cache; the name is unguessable, the scratch root unlistable."""
-    os.mkdir(workdir, 0o711)
+    os.mkdir(workdir, mode)
     if program is not None:
         target = os.path.join(workdir, "prog")
         shutil.copyfile(program, target)
@@ -775,7 +778,7 @@ class Session:
         self.workdir = workdir
         self.limits = limits
         self.ended: str | None = None
-        _prepare_workdir(uid, workdir)
+        _prepare_workdir(uid, workdir, mode=0o700)  # nothing of the supervisor's goes in here
         ctrl_r, self.ctrl_w = os.pipe()
         self.status_r, status_w = os.pipe()
         self.out_r, out_w = os.pipe()
@@ -887,7 +890,14 @@ class Session:
         return result
 
     def _kill_stragglers(self) -> None:
-        """A turn's background processes end with the turn: only the session process stays."""
+        """A turn's background processes end with the turn: only the session process stays.
+
+        First ``kill(-1, SIGSTOP)`` as the session's uid freezes every process of it at once
+        (a fork chain cannot outrun that), then each is killed but the session process, which
+        stays stopped until its next turn.
+        """
+        if IS_ROOT:  # never as an ordinary host user (process backend): -1 would be all their processes
+            _as_uid(self.uid, lambda: os.kill(-1, signal.SIGSTOP), deadline_s=5.0)
         _kill_uid_processes(self.uid, keep=self.pid if self._alive() else None)
 
     def _alive(self) -> bool:
@@ -1058,9 +1068,10 @@ class BuildCache:
     too (its diagnostics), since it would fail the same way again.
     """
 
-    def __init__(self, root: str, capacity: int = 64):
+    def __init__(self, root: str, capacity: int = 64, max_bytes: int = 128 * 1024 * 1024):
         self.root = root
         self.capacity = capacity
+        self.max_bytes = max_bytes  # the cache lives in the scratch tmpfs, i.e. in the container's memory
         self.entries: dict[str, dict] = {}  # insertion order doubles as LRU order
         self._toolchains: dict[str, str] = {}
 
@@ -1103,10 +1114,12 @@ class BuildCache:
             except OSError:
                 return entry  # the job removed or hid its binary, or the disk is full: don't cache
             entry["binary"] = target
+            entry["bytes"] = os.path.getsize(target)
         else:
             return entry
         self.entries[key] = entry
-        while len(self.entries) > self.capacity:
+        while len(self.entries) > self.capacity or (
+                len(self.entries) > 1 and sum(e.get("bytes", 0) for e in self.entries.values()) > self.max_bytes):
             old_key, _ = next(iter(self.entries.items()))
             self.entries.pop(old_key)
             shutil.rmtree(os.path.join(self.root, old_key), ignore_errors=True)
