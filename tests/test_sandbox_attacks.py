@@ -12,6 +12,14 @@ from gym_sysmath.sandbox import Job, Limits, Sandbox
 pytestmark = pytest.mark.docker
 
 
+#: Prints how many live (not zombie) processes share the running code's uid.
+LIVE_PROCESSES_OF_MY_UID = (
+    "import os\nalive = [p for p in os.listdir('/proc') if p.isdigit()\n"
+    "         and os.stat('/proc/' + p).st_uid == os.getuid()\n"
+    "         and open('/proc/' + p + '/stat').read().rsplit(')', 1)[1].split()[0] != 'Z']\n"
+    "print(len(alive))")
+
+
 def python(code: str, **limits) -> Job:
     return Job("python", {"main.py": code}, limits=Limits(**limits) if limits else Limits())
 
@@ -225,10 +233,7 @@ def test_session_background_processes_end_with_the_turn(sandbox):
         spawn = ("import os\nfor _ in range(3):\n    if os.fork() == 0:\n        os.setsid()\n"
                  "        while True:\n            pass\nprint('spawned')")
         assert session.run(spawn).stdout == "spawned\n"
-        count = ("import os, time\ntime.sleep(0.2)\nalive = [p for p in os.listdir('/proc') if p.isdigit()\n"
-                 "         and os.stat('/proc/' + p).st_uid == os.getuid()\n"
-                 "         and open('/proc/' + p + '/stat').read().rsplit(')', 1)[1].split()[0] != 'Z']\n"
-                 "print(len(alive))")
+        count = f"import time\ntime.sleep(0.2)\n{LIVE_PROCESSES_OF_MY_UID}"
         assert session.run(count).stdout == "1\n", "only the session process itself may outlive a turn"
     finally:
         session.close()
@@ -339,10 +344,7 @@ def test_session_fork_chain_ends_with_the_turn(sandbox):
         chain = ("import os\nif os.fork() == 0:\n    os.setsid()\n    while True:\n"
                  "        if os.fork() > 0:\n            os._exit(0)\nprint('started')")
         assert session.run(chain).stdout == "started\n"
-        count = ("import os, time\ntime.sleep(0.3)\nalive = [p for p in os.listdir('/proc') if p.isdigit()\n"
-                 "         and os.stat('/proc/' + p).st_uid == os.getuid()\n"
-                 "         and open('/proc/' + p + '/stat').read().rsplit(')', 1)[1].split()[0] != 'Z']\n"
-                 "print(len(alive))")
+        count = f"import time\ntime.sleep(0.3)\n{LIVE_PROCESSES_OF_MY_UID}"
         assert session.run(count).stdout == "1\n", "a fork chain outlived the turn that started it"
     finally:
         session.close()

@@ -862,10 +862,7 @@ class Session:
         }
         if reply is None or killed_for:
             stderr = bytes(buffers[self.err_r])
-            if killed_for == "runtime_error":
-                raw = self._reap()
-                result["exit_code"] = os.WEXITSTATUS(raw) if raw is not None and os.WIFEXITED(raw) else None
-                result["signal"] = os.WTERMSIG(raw) if raw is not None and os.WIFSIGNALED(raw) else None
+            if killed_for == "runtime_error":  # it died; the zygote reaps it, so no exit status here
                 killed_for = None
             verdict = classify(result, killed_for, self.limits, stderr) if killed_for is None else killed_for
             if verdict == "ok":
@@ -934,10 +931,6 @@ class Session:
             except (BlockingIOError, InterruptedError):
                 pass
 
-    def _reap(self):
-        """The session is the zygote's child: its exit status is not ours to read."""
-        return None
-
     def _terminate(self, why: str) -> None:
         if self.ended:
             return
@@ -981,13 +974,6 @@ def _kill_uid_processes(uid: int, keep: int | None = None, deadline_s: float = 2
                 pass
         if not found:
             return
-
-
-def _signal_quietly(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _try_parse_frame(buffer: bytearray, max_size: int = SESSION_REPLY_MAX_BYTES):
