@@ -893,9 +893,12 @@ class Session:
         (a fork chain cannot outrun that), then each is killed but the session process, which
         stays stopped until its next turn.
         """
+        keep = self.pid if self._alive() else None
+        if not _live_uid_processes(self.uid, keep):  # the usual turn: nothing to freeze, no fork
+            return
         if IS_ROOT:  # never as an ordinary host user (process backend): -1 would be all their processes
             _as_uid(self.uid, lambda: os.kill(-1, signal.SIGSTOP), deadline_s=5.0)
-        _kill_uid_processes(self.uid, keep=self.pid if self._alive() else None)
+        _kill_uid_processes(self.uid, keep=keep)
 
     def _alive(self) -> bool:
         if self.pidfd < 0:
@@ -953,27 +956,38 @@ class Session:
 SESSION_REPLY_MAX_BYTES = 8 * 1024 * 1024
 
 
+def _live_uid_processes(uid: int, keep: int | None = None) -> list[int]:
+    """Pids of ``uid``'s processes but ``keep``, skipping the truly dead (a zombie leader whose
+    other threads still run counts as alive)."""
+    live = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == keep:
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            fields = _proc_stat_fields(int(entry))
+            if fields and fields[0] in ("Z", "X") and len(os.listdir(f"/proc/{entry}/task")) <= 1:
+                continue
+            live.append(int(entry))
+        except OSError:
+            pass
+    return live
+
+
 def _kill_uid_processes(uid: int, keep: int | None = None, deadline_s: float = 2.0) -> None:
     """SIGKILL every process of ``uid`` but ``keep``, scanning until none is left: a fork chain
     (each member forks, then exits) survives one pass, never a pass that finds it empty."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        found = False
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == keep:
-                continue
+        live = _live_uid_processes(uid, keep)
+        if not live:
+            return
+        for pid in live:
             try:
-                if os.stat(f"/proc/{entry}").st_uid != uid:
-                    continue
-                fields = _proc_stat_fields(int(entry))
-                dead = fields and fields[0] in ("Z", "X") and len(os.listdir(f"/proc/{entry}/task")) <= 1
-                os.kill(int(entry), signal.SIGKILL)
-                if not dead:  # a zombie leader whose other threads still run is alive
-                    found = True
+                os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        if not found:
-            return
 
 
 def _try_parse_frame(buffer: bytearray, max_size: int = SESSION_REPLY_MAX_BYTES):
