@@ -62,6 +62,8 @@ class CompGeomEnv(SysmathEnv):
     - `measure_performance`: report `info["performance_score"]` for correct submissions even
       when the weight is 0 (costs a few timed runs).
     - `sandbox`: `"docker"` (default) or `"process"`.
+    - `limits`: a `gym_sysmath.sandbox.Limits` for each run of the candidate (default 10 s wall,
+      5 s CPU, 2 GiB); the build keeps its own, larger limits.
 
     `info` adds `compile_success`, `public_passed`/`public_total`, `hidden_passed`/`hidden_total`
     and `performance_score`.
@@ -75,11 +77,13 @@ class CompGeomEnv(SysmathEnv):
     family = "compgeom"
     default_max_turns = 8
     splits = ("eval",)
+    default_limits = RUN_LIMITS
 
     def __init__(self, *, split: str = "eval", languages: Sequence[str] | None = None,
                  primitives: Sequence[str] | None = None, max_turns: int | None = None,
                  performance_weight: float = 0.0, measure_performance: bool = False, sandbox: str = "docker",
-                 pool_size: int | None = None, render_mode: str | None = None):
+                 pool_size: int | None = None, limits: Limits | None = None,
+                 render_mode: str | None = None):
         if performance_weight < 0:
             raise ValueError(f"performance_weight must be >= 0, got {performance_weight}")
         self._tasks = {task.task_id: task for task in compgeom.load_tasks(primitives, languages)}
@@ -91,7 +95,7 @@ class CompGeomEnv(SysmathEnv):
         self._stdin_cache: dict[tuple[str, str], str] = {}
         self._timing_cases: dict[str, tuple[compgeom.Case, ...]] = {}
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
-                         render_mode=render_mode)
+                         limits=limits, render_mode=render_mode)
 
     @property
     def task_ids(self) -> tuple[str, ...]:
@@ -163,12 +167,12 @@ class CompGeomEnv(SysmathEnv):
 
     # ------------------------------------------------------------------ sandbox
 
-    def _run(self, which: str, source: str | None = None, limits: Limits = RUN_LIMITS) -> ExecutionResult:
+    def _run(self, which: str, source: str | None = None, limits: Limits | None = None) -> ExecutionResult:
         """Build and run ``source`` (default: the candidate) on the ``which`` inputs of the task."""
         task = self._current
         assert task is not None
         files = compgeom.job_files(task, self._candidate if source is None else source)
-        return self.sandbox.run(Job(task.language, files, stdin=self._stdin(task, which), limits=limits))
+        return self.sandbox.run(Job(task.language, files, stdin=self._stdin(task, which), limits=limits or self.limits))
 
     def _stdin(self, task: compgeom.CompGeomTask, which: str) -> str:
         """The harness's stdin for public, hidden or timing inputs, built once per task."""

@@ -9,6 +9,7 @@ from typing import Any
 from gym_sysmath.actions import CodeAction, FinalAction
 from gym_sysmath.answers import choose_answer, find_answers, unwrap
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
+from gym_sysmath.sandbox import Limits
 from gym_sysmath.exact import exact_equal, is_json_primitive_list
 from gym_sysmath.tasks import csapp
 from gym_sysmath.verdicts import Grade, Verdict
@@ -61,6 +62,7 @@ class CsappExactEnv(SysmathEnv):
     - `max_turns`: tool turns allowed (default 5).
     - `tasks_path`: a forked task file to load instead of the shipped one.
     - `sandbox`: `"docker"` (default) or `"process"` (opt-in, weaker isolation).
+    - `limits`: a `gym_sysmath.sandbox.Limits` for each tool turn (default 20 s wall and CPU).
 
     Examples:
         >>> import gymnasium as gym, gym_sysmath
@@ -73,12 +75,13 @@ class CsappExactEnv(SysmathEnv):
 
     def __init__(self, *, split: str = "eval", categories: tuple[str, ...] | list[str] | None = None,
                  max_turns: int | None = None, tasks_path: str | None = None, sandbox: str = "docker",
-                 pool_size: int | None = None, render_mode: str | None = None):
+                 pool_size: int | None = None, limits: Limits | None = None,
+                 render_mode: str | None = None):
         self.categories = self._check_categories(categories)
         self._tasks = {task.task_id: task for task in csapp.load_tasks(tasks_path)}
         self._current: csapp.CsappTask | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
-                         render_mode=render_mode)
+                         limits=limits, render_mode=render_mode)
 
     @staticmethod
     def _check_categories(categories) -> tuple[str, ...] | None:

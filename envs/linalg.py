@@ -7,6 +7,7 @@ from typing import Any
 
 from gym_sysmath.actions import CodeAction, FinalAction
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
+from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import linalg
 from gym_sysmath.verdicts import Grade, Verdict
 
@@ -47,6 +48,7 @@ class LinearAlgebraEnv(SysmathEnv):
     - `difficulty`, `topics`: filters.
     - `max_turns`: 1 (default) disables tool turns.
     - `sandbox`: backend for tool turns.
+    - `limits`: a `gym_sysmath.sandbox.Limits` for each tool turn (default 20 s wall and CPU).
 
     `info["format_ok"]` says whether a readable ANSWER value was found.
 
@@ -61,14 +63,15 @@ class LinearAlgebraEnv(SysmathEnv):
 
     def __init__(self, *, split: str = "eval", difficulty: str | None = None,
                  topics: Sequence[str] | None = None, max_turns: int | None = None, sandbox: str = "docker",
-                 pool_size: int | None = None, render_mode: str | None = None):
+                 pool_size: int | None = None, limits: Limits | None = None,
+                 render_mode: str | None = None):
         self.difficulty = difficulty
         self.topics = tuple(topics) if topics else None
         self._problems = {p.problem_id: p for p in linalg.load_problems(difficulty=difficulty, topics=self.topics)}
         self._all = {p.problem_id: p for p in linalg.load_problems()}
         self._problem: linalg.LinalgProblem | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
-                         render_mode=render_mode)
+                         limits=limits, render_mode=render_mode)
 
     @property
     def current_task(self) -> linalg.LinalgProblem | None:

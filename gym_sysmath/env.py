@@ -25,7 +25,9 @@ from gym_sysmath.actions import (
     to_observation,
 )
 from gym_sysmath.sandbox import (
+    SESSION_LIMITS,
     ExecutionResult,
+    Limits,
     PythonSession,
     Sandbox,
     SandboxError,
@@ -78,9 +80,11 @@ class SysmathEnv(gym.Env[str, str]):
     family: ClassVar[str] = "base"
     default_max_turns: ClassVar[int] = 1
     splits: ClassVar[tuple[str, ...]] = ("eval", "train")
+    #: Limits of one code run (a tool turn; in CompGeom, one build-and-run of the candidate).
+    default_limits: ClassVar[Limits] = SESSION_LIMITS
 
     def __init__(self, *, split: str = "eval", max_turns: int | None = None, sandbox: str = "docker",
-                 pool_size: int | None = None, render_mode: str | None = None):
+                 pool_size: int | None = None, limits: Limits | None = None, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         if split not in self.splits:
@@ -94,6 +98,9 @@ class SysmathEnv(gym.Env[str, str]):
         self.observation_space = text_space(MAX_OBSERVATION_CHARS)
         self.action_space = text_space(MAX_ACTION_CHARS)
         self.sandbox_backend = sandbox
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a gym_sysmath.sandbox.Limits, got {type(limits).__name__}")
+        self.limits = limits or self.default_limits
         self._pool_size = pool_size
         self._sandbox: Sandbox | None = None
         self._session: PythonSession | None = None
@@ -141,7 +148,7 @@ class SysmathEnv(gym.Env[str, str]):
     def _python_turn(self, code: str) -> ToolTurn:
         """Run a tool turn in the episode's persistent Python session (opened on first use)."""
         if self._session is None:
-            self._session = self.sandbox.open_session()
+            self._session = self.sandbox.open_session(self.limits)
         restarts, rebuilds = self._session.restarts, self._session.rebuilds
         result = self._session.run(code)
         observation = format_tool_output(result, self.turn, self.max_turns, self._session.restarts > restarts)

@@ -15,16 +15,26 @@ from gym_sysmath.sandbox.execution import (
     SandboxError,
     SandboxUnavailableError,
 )
-from gym_sysmath.sandbox.pool import BACKENDS, PythonSession, Sandbox, acquire_shared, release_shared
+from gym_sysmath.sandbox.pool import (
+    BACKENDS,
+    SESSION_LIMITS,
+    PoolStats,
+    PythonSession,
+    Sandbox,
+    acquire_shared,
+    release_shared,
+)
 
 __all__ = [
     "BACKENDS",
     "COMPILE_LIMITS",
     "EXECUTION_STATUSES",
     "LANGUAGES",
+    "SESSION_LIMITS",
     "ExecutionResult",
     "Job",
     "Limits",
+    "PoolStats",
     "PythonSession",
     "Sandbox",
     "SandboxError",

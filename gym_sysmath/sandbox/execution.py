@@ -71,6 +71,9 @@ class Job:
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
             raise ValueError(f"unknown language {self.language!r}; expected one of {LANGUAGES}")
+        for name in self.files:  # the supervisor refuses them too; here the caller learns why
+            if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name:
+                raise ValueError(f"job file names must be plain names in the job's dir, got {name!r}")
 
     def to_wire(self) -> dict[str, Any]:
         return {

@@ -19,7 +19,7 @@ from importlib import metadata, resources
 from typing import Any
 
 from gym_sysmath.sandbox.execution import SandboxUnavailableError
-from gym_sysmath.sandbox.workers import LABEL_OWNER, LABEL_SANDBOX
+from gym_sysmath.sandbox.workers import LABEL_OWNER, LABEL_SANDBOX, RUNTIME_VARIABLE
 
 IMAGE_REPOSITORY = "gym-sysmath-sandbox"
 BASE_IMAGE_REGISTRY = "debian:bookworm-slim"
@@ -58,13 +58,23 @@ def content_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+#: How long the first contact with the daemon may take: a daemon that accepts connections but
+#: never answers (hung, or a stale socket forwarded from elsewhere) fails `make` after this.
+PING_TIMEOUT_S = 10
+
+
 def docker_client(timeout: int = 120) -> Any:
-    """A docker-py client for DOCKER_HOST (or the local socket), or a clear error."""
+    """A docker-py client for DOCKER_HOST (or the local socket), or a clear error.
+
+    The first contact is bounded by ``PING_TIMEOUT_S``; later calls (image builds, container
+    starts under load) get ``timeout``.
+    """
     import docker
 
     try:
-        client = docker.from_env(timeout=timeout)
+        client = docker.from_env(timeout=min(timeout, PING_TIMEOUT_S))
         client.ping()
+        client.api.timeout = timeout
     except Exception as exc:
         raise SandboxUnavailableError(
             f"The Docker daemon is not reachable ({type(exc).__name__}: {str(exc)[:200]}). "
@@ -112,6 +122,19 @@ def require_current_image(client: Any) -> str:
             "`gym-sysmath sandbox build` (add `--bootstrap` on hosts that reach no container registry)."
         )
     return status.tag
+
+
+def require_runtime(client: Any, runtime: str | None) -> None:
+    """Refuse to start when a runtime was asked for (gVisor's ``runsc``) but the daemon lacks it:
+    falling back to runc would silently weaken the isolation the user chose."""
+    if runtime is None:
+        return
+    known = sorted((client.info().get("Runtimes") or {}))
+    if runtime not in known:
+        raise SandboxUnavailableError(
+            f"The Docker daemon has no runtime {runtime!r} (it has {', '.join(known) or 'none'}), but "
+            f"{RUNTIME_VARIABLE} asks for it. Install it and restart dockerd (for gVisor: `runsc install`), "
+            f"or unset {RUNTIME_VARIABLE} to use the default runtime. See SECURITY.md.")
 
 
 def host_mirror() -> str:

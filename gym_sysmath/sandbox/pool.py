@@ -34,6 +34,22 @@ def default_pool_size() -> int:
     return max(2, os.cpu_count() or 1)
 
 
+@dataclasses.dataclass(frozen=True)
+class PoolStats:
+    """What a pool has done since it started; the hostile tests and the soak run watch it.
+
+    ``workers_lost`` counts workers thrown away because they broke (died, were killed, could
+    not clean up after a job), not those closed with the pool; ``retries`` counts harness
+    failures absorbed by re-running a job or rebuilding a session on a fresh worker.
+    """
+
+    requests: int
+    workers_started: int
+    workers_lost: int
+    retries: int
+    live_workers: int
+
+
 class Sandbox:
     """Runs jobs and sessions on a lazily grown pool of warm workers."""
 
@@ -50,6 +66,7 @@ class Sandbox:
         self._cond = threading.Condition()
         self._closed = False
         self._builders: dict[str, Worker] = {}  # build key -> the worker whose cache holds it
+        self._counts = {"requests": 0, "workers_started": 0, "workers_lost": 0, "retries": 0}
         self._factory = self._make_factory()
         self._finalizer = weakref.finalize(self, _destroy_all, self._idle, self._busy)
         _all_sandboxes.add(self)
@@ -65,6 +82,7 @@ class Sandbox:
 
         client = image.docker_client()
         tag = image.require_current_image(client)
+        image.require_runtime(client, self.settings.runtime)
         image.reap_orphans(client)
         owner = image.owner_label()
         return lambda: DockerWorker(client, tag, self.settings, owner)
@@ -103,12 +121,15 @@ class Sandbox:
                 self._cond.notify_all()
         with self._cond:
             self._busy.add(worker)
+            self._counts["workers_started"] += 1
         return worker
 
     def _release(self, worker: Worker) -> None:
         with self._cond:
             self._busy.discard(worker)
             if worker.broken or self._closed:
+                if worker.broken:
+                    self._counts["workers_lost"] += 1
                 worker.destroy()
             else:
                 self._idle.append(worker)
@@ -117,6 +138,8 @@ class Sandbox:
     def _request(self, message: dict[str, Any], timeout_s: float, pinned: Worker | None = None,
                  prefer: Worker | None = None) -> tuple[Worker, dict[str, Any]]:
         worker = self._acquire(pinned, prefer)
+        with self._cond:
+            self._counts["requests"] += 1
         try:
             return worker, worker.request(message, timeout_s)
         finally:
@@ -135,6 +158,7 @@ class Sandbox:
         except SandboxError as first:
             if first.cause == "sandbox_closed":
                 raise
+            self._count_retry()
             try:
                 worker, reply = self._request(message, job.request_timeout_s)
             except SandboxError as second:
@@ -146,6 +170,14 @@ class Sandbox:
                 while len(self._builders) > 4096:
                     self._builders.pop(next(iter(self._builders)))
         return ExecutionResult.from_wire(reply.get("result") or {})
+
+    def _count_retry(self) -> None:
+        with self._cond:
+            self._counts["retries"] += 1
+
+    def stats(self) -> PoolStats:
+        with self._cond:
+            return PoolStats(**self._counts, live_workers=len(self._idle) + len(self._busy))
 
     def fork_floor(self, code: str) -> float:
         """Benchmark primitive: bare fork + exec(code) + wait inside a worker, in seconds."""
@@ -236,6 +268,7 @@ class PythonSession:
         except SandboxError as first:
             if first.cause == "sandbox_closed":
                 raise
+            self.sandbox._count_retry()
             try:
                 self._rebuild()
                 self.rebuilds += 1

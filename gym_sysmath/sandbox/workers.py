@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -26,6 +26,7 @@ from gym_sysmath.sandbox.execution import SandboxError
 PROTOCOL_VERSION = 1  # must equal the supervisor's
 LABEL_SANDBOX = "gym_sysmath.sandbox"
 LABEL_OWNER = "gym_sysmath.owner"
+RUNTIME_VARIABLE = "GYM_SYSMATH_DOCKER_RUNTIME"
 
 
 def supervisor_path() -> str:
@@ -96,6 +97,8 @@ class ContainerSettings:
     cpus: float = 1.0
     pids_limit: int = 256
     scratch_bytes: int = 512 * 1024**2
+    #: OCI runtime, e.g. "runsc" for gVisor (see SECURITY.md); None is the daemon's default (runc).
+    runtime: str | None = field(default_factory=lambda: os.environ.get(RUNTIME_VARIABLE) or None)
 
 
 class DockerWorker(Worker):
@@ -107,6 +110,7 @@ class DockerWorker(Worker):
 
         self.client = client
         self.container = None
+        sweep_left_behind(client)
         try:
             self.container = client.containers.create(
                 image,
@@ -130,6 +134,7 @@ class DockerWorker(Worker):
                 ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
                 labels={LABEL_SANDBOX: "1", LABEL_OWNER: owner},
                 user="0",
+                runtime=settings.runtime,
             )
             self.name = f"container {self.container.short_id}"
             attached = self.container.attach_socket(params={"stdin": 1, "stdout": 1, "stream": 1})
@@ -157,11 +162,32 @@ class DockerWorker(Worker):
                 except OSError:
                     pass
         if self.container is not None:
-            try:
-                self.container.remove(force=True)
-            except Exception:  # already gone, or the daemon is down: the reaper will get it
-                pass
+            _remove_container(self.client, self.container.id)
             self.container = None
+
+
+#: Containers whose removal failed (the daemon was down or restarting): removed at the next start.
+_left_behind: set[str] = set()
+
+
+def _remove_container(client: Any, container_id: str) -> None:
+    import docker.errors
+
+    try:
+        client.api.remove_container(container_id, force=True)
+    except docker.errors.NotFound:
+        pass
+    except Exception:  # the daemon is unreachable: try again when the pool next starts a worker
+        _left_behind.add(container_id)
+    else:
+        _left_behind.discard(container_id)
+
+
+def sweep_left_behind(client: Any) -> None:
+    """Remove the containers this process failed to remove earlier (e.g. across a daemon restart)."""
+    for container_id in list(_left_behind):
+        _left_behind.discard(container_id)
+        _remove_container(client, container_id)
 
 
 class ProcessWorker(Worker):

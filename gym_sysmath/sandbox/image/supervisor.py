@@ -641,6 +641,7 @@ def _zygote_main(sock: socket.socket) -> None:
             os._exit(0)
         if not data:
             os._exit(0)
+        _reap_children()  # and sessions closed while we waited: no zombie outlives its session by a job
         header = json.loads(data)
         try:
             pid = os.fork()
@@ -877,7 +878,8 @@ class Session:
             self._terminate("protocol violated by the session")
             result["session_ended"] = True
             return result
-        result["status"] = "ok" if reply["ok"] else "runtime_error"
+        result["status"] = "ok" if reply["ok"] else classify(
+            {**result, "exit_code": 1}, None, self.limits, bytes(buffers[self.err_r]))  # MemoryError: memory_limit
         result["exit_code"] = 0 if reply["ok"] else 1
         if fetch:
             result["defined"] = reply.get("defined") is True

@@ -1,0 +1,65 @@
+"""Splicing an attack into a known-good CompGeom candidate, in each language.
+
+The attack runs before the candidate does any work: at import in Python, during static
+initialisation in C++, and on the first call of the primitive in Rust (Rust has no code
+before ``main``). If the attack achieves nothing, the candidate then answers correctly, so
+an attack that the sandbox stops shows up as its own verdict and one that it shrugs off as
+``correct``. A probe that *succeeds* at something it must not do exits with ``PROBE_HIT``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gym_sysmath.tasks import compgeom
+
+PRIMITIVE = "segment2_segment2"
+#: Exit status of a probe that managed what the sandbox should have prevented.
+PROBE_HIT = 99
+
+CPP_HEADERS = """
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <string>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+"""
+
+
+def task_id(language: str) -> str:
+    return f"{PRIMITIVE}/{language}"
+
+
+def good_source(language: str) -> str:
+    return compgeom.reference_solution(compgeom.load_tasks([PRIMITIVE], [language])[0])
+
+
+def inject(language: str, payload: str) -> str:
+    """The known-good candidate in ``language`` with ``payload`` run before its work."""
+    source = good_source(language)
+    if language == "python":
+        return f"{source}\n\n# ---- attack ----\n{payload}\n"
+    if language == "cpp":
+        return (f"{source}\n{CPP_HEADERS}\nnamespace hostile {{\ninline int attack() {{\n{payload}\n"
+                "    return 0;\n}\ninline const int launched = attack();\n}  // namespace hostile\n")
+    if language == "rust":
+        signature = re.search(rf"pub fn {PRIMITIVE}\([^{{]*\{{", source)
+        assert signature is not None, "the Rust reference changed shape"
+        call = "\n    static ONCE: std::sync::Once = std::sync::Once::new();\n    ONCE.call_once(hostile_attack);\n"
+        source = source[:signature.end()] + call + source[signature.end():]
+        return f"{source}\n#[allow(unused, unreachable_code)]\nfn hostile_attack() {{\n{payload}\n}}\n"
+    raise ValueError(f"unknown language {language!r}")

@@ -1,0 +1,98 @@
+"""Processes: bombs are contained by the per-job process limit, and nothing a job starts can
+reach the supervisor or outlive the job."""
+
+from __future__ import annotations
+
+import pytest
+
+from gym_sysmath.verdicts import Verdict
+from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES
+from tests.hostile.payloads import PROBE_HIT
+
+pytestmark = pytest.mark.docker
+
+RUST_LIBC = """
+    extern "C" {
+        fn fork() -> i32;
+        fn kill(pid: i32, sig: i32) -> i32;
+        fn ptrace(request: i64, pid: i32, addr: usize, data: usize) -> i64;
+        fn getpid() -> i32;
+        fn _exit(code: i32) -> !;
+    }
+"""
+
+
+@ALL_PATHS
+def test_fork_bomb(attack, language):
+    attack(language, Verdict.TIMEOUT,
+           python="import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+           cpp="    for (;;) fork();",
+           rust=RUST_LIBC + "    loop { unsafe { fork(); } }")
+
+
+@ALL_PATHS
+def test_shell_fork_bomb(attack, language):
+    bomb = "bomb() { bomb | bomb & }; bomb"
+    attack(language, Verdict.TIMEOUT,
+           python=f"import os, time\nos.system({bomb!r})\ntime.sleep(600)",
+           cpp=f'    std::system("{bomb}");\n    sleep(600);',
+           rust=f'    let _ = std::process::Command::new("sh").arg("-c").arg("{bomb}").status();\n'
+                "    std::thread::sleep(std::time::Duration::from_secs(600));")
+
+
+@ALL_PATHS
+def test_thread_bomb(attack, language):
+    # Python and C++ fail at load; Rust panics inside the primitive, which the harness records
+    # per case: every case then fails, a wrong answer.
+    expect = Verdict.WRONG_ANSWER if language == "rust" else Verdict.RUNTIME_ERROR
+    attack(language, expect,
+           python="import threading, time\nwhile True:\n"
+                  "    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()",
+           cpp="    std::vector<std::thread> threads;\n    for (;;) threads.emplace_back([] { sleep(600); });",
+           rust="    loop { std::mem::forget(std::thread::spawn(|| std::thread::sleep("
+                "std::time::Duration::from_secs(600)))); }",
+           session_status="runtime_error")
+
+
+@ALL_PATHS
+def test_kill_every_process_it_can(attack, language):
+    # kill(-1, SIGKILL) reaches every process of the caller's uid: the supervisor is not one
+    attack(language, Verdict.CORRECT,
+           python="import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept ProcessLookupError:\n    pass",
+           cpp="    kill(-1, SIGKILL);",
+           rust=RUST_LIBC + "    unsafe { kill(-1, 9); }")
+
+
+@ALL_PATHS
+def test_signal_or_ptrace_the_supervisor(attack, language):
+    attack(language, Verdict.CORRECT,
+           python=("import ctypes, os, signal\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                   "for pid in [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:\n"
+                   "    for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM):\n"
+                   "        try:\n            os.kill(pid, sig)\n        except OSError:\n            continue\n"
+                   f"        os._exit({PROBE_HIT})\n"
+                   "    if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH\n"
+                   f"        os._exit({PROBE_HIT})"),
+           cpp=("    DIR* proc = opendir(\"/proc\");\n"
+                "    while (dirent* entry = readdir(proc)) {\n"
+                "        int pid = std::atoi(entry->d_name);\n"
+                "        if (pid <= 0 || pid == getpid()) continue;\n"
+                f"        if (kill(pid, SIGKILL) == 0 || kill(pid, SIGSTOP) == 0) _exit({PROBE_HIT});\n"
+                f"        if (ptrace(PTRACE_ATTACH, pid, nullptr, nullptr) == 0) _exit({PROBE_HIT});\n"
+                "    }\n    closedir(proc);"),
+           rust=RUST_LIBC + (
+                "    for entry in std::fs::read_dir(\"/proc\").unwrap() {\n"
+                "        let Ok(pid) = entry.unwrap().file_name().to_string_lossy().parse::<i32>() else { continue };\n"
+                "        unsafe {\n"
+                "            if pid == getpid() { continue; }\n"
+                f"            if kill(pid, 9) == 0 || kill(pid, 19) == 0 {{ _exit({PROBE_HIT}); }}\n"
+                f"            if ptrace(16, pid, 0, 0) == 0 {{ _exit({PROBE_HIT}); }}\n"
+                "        }\n    }"))
+
+
+@CODE_LANGUAGES
+def test_exiting_with_a_probe_hit_is_caught_by_the_catalogue(attack, language):
+    # the catalogue's own check: a probe that "succeeds" ends as a runtime error, so the tests
+    # above that expect `correct` would fail if any probe got through
+    attack(language, Verdict.RUNTIME_ERROR, python=f"import os\nos._exit({PROBE_HIT})",
+           cpp=f"    _exit({PROBE_HIT});", rust=RUST_LIBC + f"    unsafe {{ _exit({PROBE_HIT}); }}")
