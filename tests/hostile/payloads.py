@@ -63,3 +63,8 @@ def inject(language: str, payload: str) -> str:
         source = source[:signature.end()] + call + source[signature.end():]
         return f"{source}\n#[allow(unused, unreachable_code)]\nfn hostile_attack() {{\n{payload}\n}}\n"
     raise ValueError(f"unknown language {language!r}")
+
+
+def append(language: str, text: str) -> str:
+    """The known-good candidate with ``text`` added at file scope (for attacks on the compiler)."""
+    return f"{good_source(language)}\n{text}\n"

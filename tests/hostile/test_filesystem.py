@@ -1,0 +1,122 @@
+"""Filesystem: only the job's own dir is writable, filling it hurts nobody after the job,
+planted links cannot redirect the harness, and nothing a job leaves is seen by the next."""
+
+from __future__ import annotations
+
+import pytest
+
+from gym_sysmath.sandbox import Job
+from gym_sysmath.verdicts import Verdict
+from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES
+from tests.hostile.payloads import PROBE_HIT
+
+pytestmark = pytest.mark.docker
+
+#: Places outside the job's dir; a successful write to any of them is a probe hit.
+FORBIDDEN = ("/tmp/hostile", "/etc/hostile", "/usr/hostile", "/hostile", "/opt/gym-sysmath/hostile",
+             "/scratch/hostile", "/scratch/.build-cache/hostile", "../hostile", "../../hostile", "/var/tmp/hostile",
+             "/dev/hostile", "/proc/sys/kernel/hostname")
+#: Names the harness and the supervisor use in a job's dir, and their neighbours'.
+HARNESS_NAMES = ("main.py", "candidate.py", "main.cpp", "candidate.hpp", "main.rs", "candidate.rs", "prog",
+                 "main", "a.out", "stdin", "stdout", "result.json", ".build-cache")
+LINK_TARGETS = ("/opt/gym-sysmath/supervisor.py", "/etc/passwd", "/scratch", "/proc/1/root")
+
+
+def cpp_list(values) -> str:
+    return "{" + ", ".join(f'"{value}"' for value in values) + "}"
+
+
+def rust_list(values) -> str:
+    return "[" + ", ".join(f'"{value}"' for value in values) + "]"
+
+
+@ALL_PATHS
+def test_filling_scratch(attack, language):
+    # writes 32 MB files until the scratch tmpfs is full; the purge after the job frees it
+    attack(language, Verdict.CORRECT,
+           python=("try:\n    for i in range(1000):\n        with open(f'fill{i}', 'wb') as handle:\n"
+                   "            handle.write(bytes(32 << 20))\nexcept OSError:\n    pass"),
+           cpp=("    std::string block(32 << 20, '\\0');\n    for (int i = 0; i < 1000; ++i) {\n"
+                "        std::ofstream out(\"fill\" + std::to_string(i), std::ios::binary);\n"
+                "        if (!out.write(block.data(), block.size()) || !out.flush()) break;\n    }"),
+           rust=("    use std::io::Write;\n    let block = vec![0u8; 32 << 20];\n    for i in 0..1000 {\n"
+                 "        let Ok(mut out) = std::fs::File::create(format!(\"fill{i}\")) else { break };\n"
+                 "        if out.write_all(&block).is_err() { break; }\n    }"))
+
+
+@ALL_PATHS
+def test_writing_outside_the_job_dir(attack, language):
+    attack(language, Verdict.CORRECT,
+           python=("import os\n"
+                   f"for path in {FORBIDDEN!r}:\n"
+                   "    try:\n        with open(path, 'w') as handle:\n            handle.write('x')\n"
+                   "    except OSError:\n        continue\n"
+                   f"    os._exit({PROBE_HIT})"),
+           cpp=(f"    for (const char* path : {cpp_list(FORBIDDEN)})\n"
+                f"        if (open(path, O_WRONLY | O_CREAT, 0644) >= 0) _exit({PROBE_HIT});"),
+           rust=(f"    for path in {rust_list(FORBIDDEN)} {{\n"
+                 f"        if std::fs::write(path, \"x\").is_ok() {{ std::process::exit({PROBE_HIT}); }}\n    }}"))
+
+
+@CODE_LANGUAGES
+def test_links_planted_at_every_path_the_harness_writes(attack, language, compgeom_envs):
+    # every harness name, here and in the parent dirs, replaced by symlinks to the supervisor,
+    # /etc/passwd, the scratch root and pid 1's root, and by hard links to the supervisor
+    attack(language, Verdict.CORRECT,
+           python=("import os\n"
+                   f"targets = {LINK_TARGETS!r}\n"
+                   f"names = sorted(set(os.listdir('.')) | set({HARNESS_NAMES!r}))\n"
+                   "for i, name in enumerate(names):\n"
+                   "    for place in ('.', '..', '../..', '/scratch'):\n"
+                   "        path = os.path.join(place, name)\n"
+                   "        for plant in (lambda: os.remove(path), lambda: os.symlink(targets[i % 4], path),\n"
+                   "                      lambda: os.link(targets[0], path + '.hard')):\n"
+                   "            try:\n                plant()\n            except OSError:\n                pass"),
+           cpp=(f"    const char* targets[] = {cpp_list(LINK_TARGETS)};\n    int i = 0;\n"
+                f"    for (std::string name : {cpp_list(HARNESS_NAMES)}) {{\n"
+                "        for (std::string place : {\".\", \"..\", \"../..\", \"/scratch\"}) {\n"
+                "            std::string path = place + \"/\" + name;\n"
+                "            unlink(path.c_str());\n            symlink(targets[i % 4], path.c_str());\n"
+                "            link(targets[0], (path + \".hard\").c_str());\n        }\n        ++i;\n    }"),
+           rust=(f"    let targets = {rust_list(LINK_TARGETS)};\n"
+                 f"    for (i, name) in {rust_list(HARNESS_NAMES)}.iter().enumerate() {{\n"
+                 "        for place in [\".\", \"..\", \"../..\", \"/scratch\"] {\n"
+                 "            let path = format!(\"{place}/{name}\");\n"
+                 "            let _ = std::fs::remove_file(&path);\n"
+                 "            let _ = std::os::unix::fs::symlink(targets[i % 4], &path);\n"
+                 "            let _ = std::fs::hard_link(targets[0], format!(\"{path}.hard\"));\n"
+                 "        }\n    }"))
+    # the supervisor and the passwd file the links pointed at are what they were
+    pool = compgeom_envs[language].unwrapped.sandbox
+    check = pool.run(Job("python", {"main.py": "for path in ('/opt/gym-sysmath/supervisor.py', "
+                                               "'/etc/passwd'):\n    print(len(open(path, 'rb').read()) > 0)"}))
+    assert check.stdout == "True\nTrue\n"
+
+
+LEAVE_A_FILE = {
+    "python": ("main.py", "import os\nopen('left-behind.txt', 'w').write('secret')\nprint(os.getcwd())"),
+    "cpp": ("main.cpp", "#include <cstdio>\n#include <fstream>\n#include <unistd.h>\n"
+                        "int main() { std::ofstream(\"left-behind.txt\") << \"secret\"; char here[4096];\n"
+                        "  std::puts(getcwd(here, sizeof here)); }"),
+    "rust": ("main.rs", "fn main() { std::fs::write(\"left-behind.txt\", \"secret\").unwrap();\n"
+                        "  println!(\"{}\", std::env::current_dir().unwrap().display()); }"),
+}
+
+
+@CODE_LANGUAGES
+def test_file_left_by_one_job_is_not_visible_to_the_next(compgeom_envs, language):
+    pool = compgeom_envs[language].unwrapped.sandbox  # one worker: the next job runs where this one did
+    name, source = LEAVE_A_FILE[language]
+    first = pool.run(Job(language, {name: source}))
+    assert first.status == "ok", first
+    where = first.stdout.strip()
+    look = (f"import os\nprint(os.path.exists({where + '/left-behind.txt'!r}))\n"
+            "found = [os.path.join(d, f) for top in ('/scratch', os.getcwd(), '/tmp') for d, _, files in os.walk(top)\n"
+            "         for f in files if f == 'left-behind.txt']\nprint(found)")
+    assert pool.run(Job("python", {"main.py": look})).stdout == "False\n[]\n"
+
+
+def test_job_file_names_with_parent_references_are_refused():
+    for name in ("../main.py", "/etc/main.py", "..", "sub/main.py", ""):
+        with pytest.raises(ValueError, match="plain names"):
+            Job("python", {name: "print(1)"})
