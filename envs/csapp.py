@@ -9,8 +9,8 @@ from typing import Any
 from gym_sysmath.actions import CodeAction, FinalAction
 from gym_sysmath.answers import choose_answer, find_answers, unwrap
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
-from gym_sysmath.sandbox import Limits
 from gym_sysmath.exact import exact_equal, is_json_primitive_list
+from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import csapp
 from gym_sysmath.verdicts import Grade, Verdict
 

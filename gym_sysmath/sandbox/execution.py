@@ -48,7 +48,7 @@ class Limits:
         return dataclasses.asdict(self)
 
 
-COMPILE_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_bytes=4 * 1024**3,
+COMPILE_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_bytes=2 * 1024**3,  # under the container's 3 GiB
                         stdout_bytes=64 * 1024, stderr_bytes=64 * 1024)
 
 

@@ -129,7 +129,7 @@ def require_runtime(client: Any, runtime: str | None) -> None:
     falling back to runc would silently weaken the isolation the user chose."""
     if runtime is None:
         return
-    known = sorted((client.info().get("Runtimes") or {}))
+    known = sorted(client.info().get("Runtimes") or {})
     if runtime not in known:
         raise SandboxUnavailableError(
             f"The Docker daemon has no runtime {runtime!r} (it has {', '.join(known) or 'none'}), but "

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -110,7 +111,7 @@ class DockerWorker(Worker):
 
         self.client = client
         self.container = None
-        sweep_left_behind(client)
+        sweep_left_behind(client, owner)
         try:
             self.container = client.containers.create(
                 image,
@@ -147,6 +148,7 @@ class DockerWorker(Worker):
             self.destroy()
             raise
         except Exception as exc:  # docker.errors.*, requests errors: the daemon's side
+            _left_behind.set()  # the daemon may have made the container before failing
             self.destroy()
             raise SandboxError("container_start_failed", str(exc)[:300]) from exc
 
@@ -166,8 +168,9 @@ class DockerWorker(Worker):
             self.container = None
 
 
-#: Containers whose removal failed (the daemon was down or restarting): removed at the next start.
-_left_behind: set[str] = set()
+#: Set when a container of this process may have been left behind: a removal failed, or a create
+#: failed after the daemon may have made the container (the daemon was stopping or restarting).
+_left_behind = threading.Event()
 
 
 def _remove_container(client: Any, container_id: str) -> None:
@@ -177,17 +180,24 @@ def _remove_container(client: Any, container_id: str) -> None:
         client.api.remove_container(container_id, force=True)
     except docker.errors.NotFound:
         pass
-    except Exception:  # the daemon is unreachable: try again when the pool next starts a worker
-        _left_behind.add(container_id)
-    else:
-        _left_behind.discard(container_id)
+    except Exception:  # the daemon is unreachable: swept when the pool next starts a worker
+        _left_behind.set()
 
 
-def sweep_left_behind(client: Any) -> None:
-    """Remove the containers this process failed to remove earlier (e.g. across a daemon restart)."""
-    for container_id in list(_left_behind):
-        _left_behind.discard(container_id)
-        _remove_container(client, container_id)
+def sweep_left_behind(client: Any, owner: str) -> None:
+    """Remove this process's containers that no longer run (a live worker's container always
+    runs): those whose removal or creation failed, e.g. across a daemon restart."""
+    if not _left_behind.is_set():
+        return
+    _left_behind.clear()
+    try:
+        stale = client.api.containers(all=True, quiet=True, filters={
+            "label": f"{LABEL_OWNER}={owner}", "status": ["created", "exited", "dead"]})
+    except Exception:
+        _left_behind.set()
+        return
+    for entry in stale:
+        _remove_container(client, entry["Id"])
 
 
 class ProcessWorker(Worker):

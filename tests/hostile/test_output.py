@@ -63,7 +63,7 @@ def test_invalid_utf8_nul_bytes_and_no_trailing_newline(attack, language, stream
 def test_undecodable_tool_output_keeps_the_observation_in_its_space(session_env):
     session_env.reset(seed=0)
     code = "import os\nos.write(1, b'\\xff\\x00\\x1b[31m\\xed\\xa0\\x80')\nos.write(2, b'\\x00\\xfe no newline')"
-    observation, reward, terminated, truncated, info = session_env.step(f"```python\n{code}\n```")
+    observation, _reward, terminated, truncated, info = session_env.step(f"```python\n{code}\n```")
     assert (info["execution"], info["scoring_error"], terminated, truncated) == ("ok", None, False, False)
     assert session_env.observation_space.contains(observation)
     assert "no newline" in observation
