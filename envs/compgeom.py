@@ -191,9 +191,10 @@ class CompGeomEnv(SysmathEnv):
     def _performance(self, task: compgeom.CompGeomTask) -> float:
         """Wall time of the reference over the candidate's, capped at 1.
 
-        Both run alternately on the same worker, in the same runtime and one-CPU quota, on the
-        same seeded inputs, after a warm-up each; the medians are compared, so a score is only
-        ever relative to its own language and drifting machine load hits both sides alike.
+        Both run alternately, in the same runtime and one-CPU quota per worker, on the same
+        seeded inputs, after a warm-up each (each build prefers the worker that cached it);
+        the medians are compared, so a score is only ever relative to its own language and
+        drifting machine load hits both sides alike.
         Wall time, not the process's CPU time, so work handed to a detached grandchild still
         counts; every timed run is graded, so a program cannot skip work on the timing input.
         """

@@ -62,7 +62,8 @@ class CsappExactEnv(SysmathEnv):
     - `max_turns`: tool turns allowed (default 5).
     - `tasks_path`: a forked task file to load instead of the shipped one.
     - `sandbox`: `"docker"` (default) or `"process"` (opt-in, weaker isolation).
-    - `limits`: a `gym_sysmath.sandbox.Limits` for each tool turn (default 20 s wall and CPU).
+    - `limits`: a `gym_sysmath.sandbox.Limits` for each tool turn (default: 20 s wall clock; the
+      session's CPU is capped over its whole life).
 
     Examples:
         >>> import gymnasium as gym, gym_sysmath

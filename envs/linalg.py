@@ -48,7 +48,8 @@ class LinearAlgebraEnv(SysmathEnv):
     - `difficulty`, `topics`: filters.
     - `max_turns`: 1 (default) disables tool turns.
     - `sandbox`: backend for tool turns.
-    - `limits`: a `gym_sysmath.sandbox.Limits` for each tool turn (default 20 s wall and CPU).
+    - `limits`: a `gym_sysmath.sandbox.Limits` for each tool turn (default: 20 s wall clock; the
+      session's CPU is capped over its whole life).
 
     `info["format_ok"]` says whether a readable ANSWER value was found.
 

@@ -1,7 +1,7 @@
 """The sandbox facade: a warm pool of workers, jobs with one retry, and Python sessions.
 
 Envs in one process share a pool (``acquire_shared``), so a vector of envs keeps one set of
-warm containers. A harness failure is retried once on a fresh worker; if it persists the
+warm containers. A harness failure is retried once on another worker; if it persists the
 ``SandboxError`` reaches the env, which reports a ``scoring_error``.
 """
 
@@ -40,7 +40,7 @@ class PoolStats:
 
     ``workers_lost`` counts workers thrown away because they broke (died, were killed, could
     not clean up after a job), not those closed with the pool; ``retries`` counts harness
-    failures absorbed by re-running a job or rebuilding a session on a fresh worker.
+    failures absorbed by re-running a job or rebuilding a session on another worker.
     """
 
     requests: int
@@ -148,7 +148,7 @@ class Sandbox:
     # ------------------------------------------------------------------ jobs
 
     def run(self, job: Job) -> ExecutionResult:
-        """Run one job; retried once on a fresh worker if the harness fails."""
+        """Run one job; retried once on another worker if the harness fails."""
         message = {"op": "run", "job": job.to_wire()}
         key = job.build_key
         try:
@@ -223,7 +223,7 @@ def _destroy_all(idle: list[Worker], busy: set[Worker]) -> None:
 class PythonSession:
     """A REPL-like Python process in one worker; globals survive across turns.
 
-    If the worker dies (a harness failure) the session is rebuilt once on a fresh worker by
+    If the worker dies (a harness failure) the session is rebuilt once on another worker by
     replaying the turns that completed, then the turn is retried. If the agent's own code
     ends the session (time-out, output flood), the next turn starts a fresh one:
     ``restarts`` counts those, and the env tells the agent its state is gone.

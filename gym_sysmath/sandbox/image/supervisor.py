@@ -1066,8 +1066,8 @@ class BuildCache:
     """Compiled programs keyed by a hash of (language, compiler command, toolchain, sources).
 
     RL rollouts resubmit identical code often; a hit skips the compiler. Entries live in a
-    root-owned dir that jobs can execute from but not write to. A failed compile is cached
-    too (its diagnostics), since it would fail the same way again.
+    root-owned dir that jobs can execute from but not write to. Only successful builds are
+    cached: a failed one may be the machine's fault (a full scratch), so it is tried again.
     """
 
     def __init__(self, root: str, capacity: int = 64, max_bytes: int = 128 * 1024 * 1024):
