@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import gymnasium as gym
@@ -28,10 +29,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root, for tests/
 
 import gym_sysmath  # noqa: F401  (registers the ids)
-from gym_sysmath.sandbox import Limits, image
+from gym_sysmath.sandbox import Job, Limits, image
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.fixtures import bad_sources
-from tests.hostile.payloads import PRIMITIVE, inject, task_id
+from tests.hostile.payloads import LEFTOVER_PROBE, PRIMITIVE, inject, task_id
 
 LIMITS = Limits(wall_s=3.0, cpu_s=2.0)
 KINDS = ("correct", "wrong", "hostile")
@@ -98,7 +99,7 @@ class Tally:
         return reward, terminated or truncated, info
 
 
-def episode(env, env_id: str, kind: str, attack: str, tally: Tally) -> None:
+def episode(env, env_id: str, kind: str, attack: str, seed: int, tally: Tally) -> None:
     """One episode of ``kind``; a correct episode must earn 1.0."""
     unwrapped = env.unwrapped
     if env_id.startswith("CompGeom"):
@@ -112,7 +113,7 @@ def episode(env, env_id: str, kind: str, attack: str, tally: Tally) -> None:
             source = inject(language, HOSTILE[attack][language])
         reward, _, info = tally.step(env, f"```{language}\n{source}\n```")
     else:
-        env.reset(seed=int(np.random.default_rng([tally.steps]).integers(1 << 30)))
+        env.reset(seed=seed)
         if kind == "hostile":
             _, done, _ = tally.step(env, f"```python\n{HOSTILE[attack]['python']}\n```")
             if done:
@@ -132,7 +133,17 @@ def rss_mib() -> float:
     return 0.0
 
 
+def leftover_job_processes(pool, workers: int) -> list[str]:
+    """Processes of job uids still alive in the workers once every episode is over (target none):
+    one probe per worker, run at once so that each lands on a different one."""
+    probe = Job("python", {"main.py": LEFTOVER_PROBE})
+    with ThreadPoolExecutor(workers) as threads:
+        outputs = list(threads.map(lambda _: pool.run(probe).stdout.strip(), range(workers)))
+    return [output for output in outputs if output != "[]"]
+
+
 def child_processes() -> list[str]:
+    """Host processes this process started and left running (the Docker backend starts none)."""
     mine = str(os.getpid())
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -176,8 +187,9 @@ def main() -> None:
                 return
             kind = str(rng.choice(KINDS, p=KIND_WEIGHTS))
             attack = str(rng.choice(sorted(HOSTILE)))
+            seed = int(rng.integers(1 << 30))
             try:
-                episode(envs[index], env_id, kind, attack, tally)
+                episode(envs[index], env_id, kind, attack, seed, tally)
             except Exception as exc:  # a crash of the library itself: reported, never hidden
                 with tally.lock:
                     tally.crashes.append(f"{env_id} {kind} {attack}: {type(exc).__name__}: {exc}")
@@ -191,6 +203,7 @@ def main() -> None:
     elapsed = time.monotonic() - started
     rss["end_before_close"] = rss_mib()
     stats = pool.stats()
+    left_in_workers = leftover_job_processes(pool, args.pool_size)
     for env in envs:
         env.close()
     time.sleep(1)
@@ -203,6 +216,7 @@ def main() -> None:
         "correct_actions_not_rewarded": tally.correct_not_rewarded[:10], "crashes": tally.crashes[:10],
         "pool": {"requests": stats.requests, "workers_started": stats.workers_started,
                  "workers_lost": stats.workers_lost, "retries": stats.retries},
+        "job_processes_left_in_workers": left_in_workers,
         "leaked_containers": leaked, "leaked_child_processes": child_processes(),
         "rss_mib": {"start": round(rss["start"], 1), "end": round(rss["end_before_close"], 1),
                     "max": max((mib for _, mib in samples), default=rss["end_before_close"])},
@@ -212,7 +226,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=2)
-    ok = not (tally.scoring_errors or tally.correct_not_rewarded or tally.crashes or leaked
+    ok = not (tally.scoring_errors or tally.correct_not_rewarded or tally.crashes or leaked or left_in_workers
               or report["leaked_child_processes"])
     print("soak: " + ("PASS" if ok else "FAIL") + f" ({tally.steps} steps in {elapsed:.0f} s)")
     sys.exit(0 if ok else 1)

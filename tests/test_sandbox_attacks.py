@@ -125,7 +125,7 @@ def test_background_process_does_not_survive_the_job(sandbox):
 
 
 def test_job_cannot_forge_supervisor_frames(sandbox):
-    code = "import os\nfor fd in range(3, 64):\n    try: os.write(fd, b'10\\n{\"ok\":true}')\n    except OSError: pass"
+    code = "import os\nfor fd in range(3, 64):\n    try: os.write(fd, b'11\\n{\"ok\":true}')\n    except OSError: pass"
     assert sandbox.run(python(code)).status == "ok"
     assert_still_works(sandbox)
 
@@ -235,6 +235,21 @@ def test_session_background_processes_end_with_the_turn(sandbox):
         assert session.run(spawn).stdout == "spawned\n"
         count = f"import time\ntime.sleep(0.2)\n{LIVE_PROCESSES_OF_MY_UID}"
         assert session.run(count).stdout == "1\n", "only the session process itself may outlive a turn"
+    finally:
+        session.close()
+
+
+def test_session_frame_forged_for_another_turn_is_ignored(sandbox):
+    # well formed, so not a protocol violation; taken as the reply, it would have left the real
+    # reply in the pipe to be read as the next turn's
+    session = sandbox.open_session()
+    try:
+        forged = ("import json, os\n"
+                  "body = json.dumps({'ok': True, 'turn': 7, 'defined': True, 'value': 999}).encode()\n"
+                  "os.write(1001, b'%d\\n' % len(body) + body)\nresult = 42")
+        result = session.run(forged, fetch="result")
+        assert (result.status, result.value, result.session_ended) == ("ok", 42, False)
+        assert session.run("result += 1", fetch="result").value == 43
     finally:
         session.close()
 

@@ -127,7 +127,7 @@ def require_current_image(client: Any) -> str:
 def require_runtime(client: Any, runtime: str | None) -> None:
     """Refuse to start when a runtime was asked for (gVisor's ``runsc``) but the daemon lacks it:
     falling back to runc would silently weaken the isolation the user chose."""
-    if runtime is None:
+    if runtime is None or runtime.startswith("io.containerd."):  # a containerd shim, resolved by containerd
         return
     known = sorted(client.info().get("Runtimes") or {})
     if runtime not in known:

@@ -158,7 +158,7 @@ class Sandbox:
         except SandboxError as first:
             if first.cause == "sandbox_closed":
                 raise
-            self._count_retry()
+            self.count_retry()
             try:
                 worker, reply = self._request(message, job.request_timeout_s)
             except SandboxError as second:
@@ -171,7 +171,8 @@ class Sandbox:
                     self._builders.pop(next(iter(self._builders)))
         return ExecutionResult.from_wire(reply.get("result") or {})
 
-    def _count_retry(self) -> None:
+    def count_retry(self) -> None:
+        """A harness failure was absorbed by a retry (of a job, or of a session's rebuild)."""
         with self._cond:
             self._counts["retries"] += 1
 
@@ -268,7 +269,7 @@ class PythonSession:
         except SandboxError as first:
             if first.cause == "sandbox_closed":
                 raise
-            self.sandbox._count_retry()
+            self.sandbox.count_retry()
             try:
                 self._rebuild()
                 self.rebuilds += 1

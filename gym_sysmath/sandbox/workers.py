@@ -111,10 +111,12 @@ class DockerWorker(Worker):
 
         self.client = client
         self.container = None
-        sweep_left_behind(client, owner)
+        self.container_name = f"gym-sysmath-{secrets.token_hex(8)}"
+        sweep_left_behind(client)
         try:
             self.container = client.containers.create(
                 image,
+                name=self.container_name,
                 command=["--scratch", "/scratch", "--uid-base", str(_fresh_uid_base())],
                 stdin_open=True,
                 detach=True,
@@ -148,8 +150,7 @@ class DockerWorker(Worker):
             self.destroy()
             raise
         except Exception as exc:  # docker.errors.*, requests errors: the daemon's side
-            _left_behind.set()  # the daemon may have made the container before failing
-            self.destroy()
+            self.destroy()  # by name: the daemon may have made the container before failing
             raise SandboxError("container_start_failed", str(exc)[:300]) from exc
 
     def _send(self, data: bytes) -> None:
@@ -163,41 +164,38 @@ class DockerWorker(Worker):
                     stream.close()
                 except OSError:
                     pass
-        if self.container is not None:
-            _remove_container(self.client, self.container.id)
+        if self.container_name is not None:
+            _remove_container(self.client, self.container_name)
+            self.container_name = None
             self.container = None
 
 
-#: Set when a container of this process may have been left behind: a removal failed, or a create
-#: failed after the daemon may have made the container (the daemon was stopping or restarting).
-_left_behind = threading.Event()
+#: Names of this process's containers whose creation or removal failed (the daemon was stopping
+#: or restarting): the daemon may still hold them, so they are removed when the pool next starts a
+#: worker. By name, because a create that failed may still have made the container.
+_left_behind: set[str] = set()
+_left_behind_lock = threading.Lock()
 
 
-def _remove_container(client: Any, container_id: str) -> None:
+def _remove_container(client: Any, name: str) -> None:
     import docker.errors
 
     try:
-        client.api.remove_container(container_id, force=True)
+        client.api.remove_container(name, force=True)
     except docker.errors.NotFound:
         pass
     except Exception:  # the daemon is unreachable: swept when the pool next starts a worker
-        _left_behind.set()
+        with _left_behind_lock:
+            _left_behind.add(name)
 
 
-def sweep_left_behind(client: Any, owner: str) -> None:
-    """Remove this process's containers that no longer run (a live worker's container always
-    runs): those whose removal or creation failed, e.g. across a daemon restart."""
-    if not _left_behind.is_set():
-        return
-    _left_behind.clear()
-    try:
-        stale = client.api.containers(all=True, quiet=True, filters={
-            "label": f"{LABEL_OWNER}={owner}", "status": ["created", "exited", "dead"]})
-    except Exception:
-        _left_behind.set()
-        return
-    for entry in stale:
-        _remove_container(client, entry["Id"])
+def sweep_left_behind(client: Any) -> None:
+    """Remove the containers this process failed to create or remove earlier."""
+    with _left_behind_lock:
+        names = list(_left_behind)
+        _left_behind.clear()
+    for name in names:
+        _remove_container(client, name)
 
 
 class ProcessWorker(Worker):

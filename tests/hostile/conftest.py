@@ -21,30 +21,18 @@ import pytest
 import gym_sysmath  # noqa: F401  (registers the ids)
 from gym_sysmath.sandbox import Job, Limits, PoolStats, Sandbox
 from gym_sysmath.verdicts import Verdict
-from tests.hostile.payloads import inject, task_id
+from tests.hostile.payloads import LEFTOVER_PROBE, inject, task_id
 
 #: Short limits keep the catalogue quick; the attacks do not depend on their size.
 HOSTILE_LIMITS = Limits(wall_s=3.0, cpu_s=2.0)
 LANGUAGES = ("python", "cpp", "rust")
 
-#: Lists the processes in the worker that belong to neither root nor the probe itself.
-LEFTOVER_PROBE = """\
-import os
-me, left = os.getuid(), []
-for pid in filter(str.isdigit, os.listdir('/proc')):
-    try:
-        uid = os.stat('/proc/' + pid).st_uid
-        command = open('/proc/' + pid + '/cmdline', 'rb').read()[:60]
-    except OSError:
-        continue
-    if uid not in (0, me):
-        left.append((pid, uid, command))
-print(left)
-"""
 
 
 @dataclass
 class Outcome:
+    """What the attack's step returned; for a tool turn, ``verdict`` is its execution status."""
+
     verdict: str
     reward: float
     info: dict
@@ -72,7 +60,7 @@ def _pool(env) -> Sandbox:
     return env.unwrapped.sandbox
 
 
-def assert_pool_healthy(env, language: str, before: PoolStats, *, may_lose_worker: bool = False) -> None:
+def assert_pool_healthy(env, language: str, before: PoolStats) -> None:
     """The next job on the same pool works, and the attack left nothing behind in it."""
     pool = _pool(env)
     env.reset(options={"task_id": task_id(language)})
@@ -80,9 +68,8 @@ def assert_pool_healthy(env, language: str, before: PoolStats, *, may_lose_worke
     assert (reward, info["verdict"], info["scoring_error"]) == (1.0, "correct", None), info
     leftovers = pool.run(Job("python", {"main.py": LEFTOVER_PROBE}))
     assert (leftovers.status, leftovers.stdout) == ("ok", "[]\n"), f"processes outlived their job: {leftovers}"
-    if not may_lose_worker:
-        assert pool.stats().workers_lost == before.workers_lost, "the attack cost the pool its worker"
-        assert pool.stats().retries == before.retries, "the attack caused a harness failure that was retried"
+    assert pool.stats().workers_lost == before.workers_lost, "the attack cost the pool its worker"
+    assert pool.stats().retries == before.retries, "the attack caused a harness failure that was retried"
 
 
 #: Run each attack as a CompGeom candidate in these languages, and as a Python tool turn.
@@ -101,15 +88,14 @@ def attack(compgeom_envs, session_env) -> Callable[..., Outcome]:
     """
 
     def run(language: str, expect: Verdict, *, python: str | None = None, cpp: str | None = None,
-            rust: str | None = None, session_status: str | None = None, may_lose_worker: bool = False) -> Outcome:
+            rust: str | None = None, session_status: str | None = None) -> Outcome:
         if language == "session":
             assert python is not None
             status = session_status or ("ok" if expect in (Verdict.CORRECT, Verdict.WRONG_ANSWER) else expect.value)
             return _session_attack(session_env, python, status)
         payload = {"python": python, "cpp": cpp, "rust": rust}[language]
         assert payload is not None, f"no {language} payload"
-        return _candidate_attack(compgeom_envs[language], language, inject(language, payload), expect,
-                                 may_lose_worker)
+        return _candidate_attack(compgeom_envs[language], language, inject(language, payload), expect)
 
     return run
 
@@ -119,12 +105,12 @@ def submit(compgeom_envs) -> Callable[..., Outcome]:
     """``submit(language, source, expect)``: like ``attack`` with a whole candidate source."""
 
     def run(language: str, source: str, expect: Verdict) -> Outcome:
-        return _candidate_attack(compgeom_envs[language], language, source, expect, False)
+        return _candidate_attack(compgeom_envs[language], language, source, expect)
 
     return run
 
 
-def _candidate_attack(env, language: str, source: str, expect: Verdict, may_lose_worker: bool) -> Outcome:
+def _candidate_attack(env, language: str, source: str, expect: Verdict) -> Outcome:
     before = _pool(env).stats()
     env.reset(options={"task_id": task_id(language)})
     observation, reward, terminated, truncated, info = env.step(f"```{language}\n{source}\n```")
@@ -132,7 +118,7 @@ def _candidate_attack(env, language: str, source: str, expect: Verdict, may_lose
     assert (terminated, truncated) == (True, False)
     assert info["verdict"] == expect.value, info
     assert reward == (1.0 if expect is Verdict.CORRECT else 0.0)
-    assert_pool_healthy(env, language, before, may_lose_worker=may_lose_worker)
+    assert_pool_healthy(env, language, before)
     return Outcome(info["verdict"], reward, info, observation)
 
 
@@ -155,4 +141,4 @@ def _session_attack(env, code: str, expect_status: str) -> Outcome:
     assert leftovers.stdout == "[]\n", f"processes outlived the session: {leftovers}"
     assert pool.stats().workers_lost == before.workers_lost, "the attack cost the pool its worker"
     assert pool.stats().retries == before.retries, "the attack caused a harness failure that was retried"
-    return Outcome(Verdict.CORRECT.value, reward, info, observation)
+    return Outcome(info["execution"], 0.0, info, observation)

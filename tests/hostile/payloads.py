@@ -17,6 +17,22 @@ PRIMITIVE = "segment2_segment2"
 #: Exit status of a probe that managed what the sandbox should have prevented.
 PROBE_HIT = 99
 
+#: Lists the processes in the worker that are not root's (the supervisor, the zygote) and not
+#: the probe itself: one-shot jobs all run as one uid, so the probe's own uid counts too.
+LEFTOVER_PROBE = """\
+import os
+left = []
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        uid = os.stat('/proc/' + pid).st_uid
+        command = open('/proc/' + pid + '/cmdline', 'rb').read()[:60]
+    except OSError:
+        continue
+    if uid != 0 and int(pid) != os.getpid():
+        left.append((pid, uid, command))
+print(left)
+"""
+
 CPP_HEADERS = """
 #include <arpa/inet.h>
 #include <csignal>
@@ -68,3 +84,9 @@ def inject(language: str, payload: str) -> str:
 def append(language: str, text: str) -> str:
     """The known-good candidate with ``text`` added at file scope (for attacks on the compiler)."""
     return f"{good_source(language)}\n{text}\n"
+
+
+def job_files(language: str, source: str) -> dict[str, str]:
+    """The sandbox job's files for ``source`` as the candidate (harness included)."""
+    task = compgeom.load_tasks([PRIMITIVE], [language])[0]
+    return compgeom.job_files(task, source)

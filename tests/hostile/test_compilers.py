@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from gym_sysmath.sandbox import Job
 from gym_sysmath.verdicts import Verdict
 from tests.hostile.conftest import COMPILED
-from tests.hostile.payloads import append
+from tests.hostile.payloads import append, job_files
 
 pytestmark = pytest.mark.docker
 
@@ -58,15 +59,17 @@ def test_macro_explosion(submit, language):
 
 
 @COMPILED
-def test_build_output_flood(submit, language):
-    if language == "cpp":  # 10^6 warnings
+def test_build_output_flood(submit, language, compgeom_envs):
+    # warnings only: the source builds unless the flood is cut at the compile output cap
+    if language == "cpp":  # 10^6 warnings from six nested macros
         lines = ['#define HOSTILE0 _Pragma("GCC warning \\"flood flood flood flood flood flood\\"")']
         lines += [f"#define HOSTILE{i} " + " ".join([f"HOSTILE{i - 1}"] * 10) for i in range(1, 7)]
-        text = "\n".join(lines) + "\nHOSTILE6\n#error stop"
-    else:  # 10^4 type errors
-        lines = ["macro_rules! hostile0 { () => { let _: u8 = \"not a number\"; }; }"]
-        lines += [f"macro_rules! hostile{i} {{ () => {{ " + f"hostile{i - 1}!(); " * 10 + "}; }"
-                  for i in range(1, 5)]
-        text = "\n".join(lines) + "\npub fn hostile_flood() { hostile4!(); }"
-    outcome = submit(language, append(language, text), Verdict.COMPILE_ERROR)
-    assert outcome.info["compile_success"] is False
+        text = "\n".join(lines) + "\nHOSTILE6"
+    else:  # 800 deprecation warnings, each with its own source line
+        text = ("#[deprecated]\nfn hostile_old() {}\n#[allow(dead_code)]\nfn hostile_flood() {\n"
+                + "    hostile_old();\n" * 800 + "}")
+    source = append(language, text)
+    submit(language, source, Verdict.COMPILE_ERROR)
+    build = compgeom_envs[language].unwrapped.sandbox.run(Job(language, job_files(language, source))).compile
+    assert build is not None and build.status == "compile_error" and build.stderr_truncated
+    assert build.wall_s < 30, "the flood must be cut at the cap, not at the compile time limit"

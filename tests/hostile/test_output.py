@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from gym_sysmath.sandbox import Job
 from gym_sysmath.verdicts import Verdict
 from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES
 
@@ -15,13 +16,11 @@ KB, MB = 1000, 1000 * 1000
 
 @ALL_PATHS
 def test_endless_printing(attack, language):
-    outcome = attack(language, Verdict.OUTPUT_LIMIT,
+    attack(language, Verdict.OUTPUT_LIMIT,
                      python="import sys\nwhile True:\n    sys.stdout.write('spam\\n' * 1000)",
                      cpp='    for (;;) std::fputs("spam spam spam spam\\n", stdout);',
                      rust="    use std::io::Write;\n    let mut out = std::io::stdout();\n"
                           "    loop { let _ = out.write_all(b\"spam spam spam spam\\n\"); }")
-    if language != "session":
-        assert outcome.info["verdict"] == "output_limit"
 
 
 @ALL_PATHS
@@ -41,12 +40,11 @@ def test_10mb_on_stderr(attack, language):
 @CODE_LANGUAGES
 def test_output_written_before_exit(attack, language, stream, size, expect):
     fd = 1 if stream == "stdout" else 2
-    outcome = attack(language, expect,
+    attack(language, expect,
                      python=f"import os\ndata = b'x' * {size}\nwhile data:\n    data = data[os.write({fd}, data):]",
                      cpp=f"    std::string data({size}, 'x');\n    std::fwrite(data.data(), 1, data.size(), {stream});\n"
                          f"    std::fflush({stream});",
                      rust=f"    use std::io::Write;\n    let _ = std::io::{stream}().write_all(&vec![b'x'; {size}]);")
-    assert outcome.info["hidden_total"] > 0
 
 
 @CODE_LANGUAGES
@@ -67,3 +65,19 @@ def test_undecodable_tool_output_keeps_the_observation_in_its_space(session_env)
     assert (info["execution"], info["scoring_error"], terminated, truncated) == ("ok", None, False, False)
     assert session_env.observation_space.contains(observation)
     assert "no newline" in observation
+
+
+RAW_BYTES = {  # stdout: invalid UTF-8, a NUL, an escape sequence, and no trailing newline
+    "python": ("main.py", "import os\nos.write(1, b'ok\\xff\\x00\\x1b[0m\\xc3(end')"),
+    "cpp": ("main.cpp", "#include <unistd.h>\nstatic const char out[] = \"ok\\xff\\0\\x1b[0m\\xc3(end\";\n"
+                        "int main() { write(1, out, sizeof out - 1); }"),
+    "rust": ("main.rs", "use std::io::Write;\n"
+                        "fn main() { std::io::stdout().write_all(b\"ok\\xff\\x00\\x1b[0m\\xc3(end\").unwrap(); }"),
+}
+
+
+@CODE_LANGUAGES
+def test_raw_bytes_come_back_exactly_with_only_invalid_utf8_escaped(compgeom_envs, language):
+    name, source = RAW_BYTES[language]
+    result = compgeom_envs[language].unwrapped.sandbox.run(Job(language, {name: source}))
+    assert (result.status, result.stdout) == ("ok", "ok\\xff\x00\x1b[0m\\xc3(end")

@@ -5,15 +5,26 @@ from __future__ import annotations
 
 import json
 
+import gymnasium as gym
 import pytest
 
-from gym_sysmath.sandbox import Job
+from gym_sysmath.sandbox import Job, Limits
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.verdicts import Verdict
-from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES
+from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES, LANGUAGES
 from tests.hostile.payloads import PRIMITIVE, PROBE_HIT
 
 pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def compgeom_envs(docker_available):
+    """The catalogue's envs with room for the scanners, which walk the whole filesystem."""
+    envs = {language: gym.make("CompGeom-v0", languages=[language], max_turns=1, pool_size=1,
+                               limits=Limits(wall_s=20.0, cpu_s=10.0)) for language in LANGUAGES}
+    yield envs
+    for env in envs.values():
+        env.close()
 
 HIDDEN = compgeom.load_tasks([PRIMITIVE], ["python"])[0].hidden_cases
 #: Strings that exist only on the host: hidden case ids and an expected result. They are
@@ -127,24 +138,14 @@ def test_exiting_with_success_early(attack, language):
 
 @ALL_PATHS
 def test_forging_the_supervisors_result_frames(attack, language):
-    # a well-formed "ok" frame written to every descriptor the job might share with the supervisor;
-    # a session can reach its own status pipe, which only breaks (and restarts) that session
-    frame = '10\\n{\\"ok\\":true}'
+    # a well-formed "ok" frame written to every descriptor the job might share with the
+    # supervisor; a session reaches its own status pipe, where a frame for another turn is ignored
+    body = '{"ok":true,"turn":0}'
+    frame = f"{len(body)}\\n{body}".replace('"', '\\"')
     attack(language, Verdict.CORRECT,
-           python=f"import os\nfor fd in range(3, 1024):\n    try:\n        os.write(fd, b'{frame}')\n"
+           python=f"import os\nfor fd in range(3, 1024):\n    try:\n        os.write(fd, b\"{frame}\")\n"
                   "    except OSError:\n        pass",
            cpp=f'    for (int fd = 3; fd < 1024; ++fd) write(fd, "{frame}", sizeof "{frame}" - 1);',
            rust=("    extern \"C\" { fn write(fd: i32, buf: *const u8, count: usize) -> isize; }\n"
                  f"    let frame = b\"{frame}\";\n"
-                 "    for fd in 3..1024 { unsafe { write(fd, frame.as_ptr(), frame.len()); } }"),
-           session_status="runtime_error")
-
-
-def test_the_hidden_run_sends_no_expected_output_into_the_sandbox():
-    # what crosses into the sandbox for grading: the harness, the candidate and the inputs
-    for task in compgeom.load_tasks():
-        job = Job(task.language, compgeom.job_files(task, task.starter), stdin=compgeom.stdin_for(task.hidden_cases))
-        wire = json.dumps(job.to_wire())
-        for case in task.hidden_cases:
-            assert case.id not in wire
-        assert '"expected"' not in wire and "hidden" not in job.stdin
+                 "    for fd in 3..1024 { unsafe { write(fd, frame.as_ptr(), frame.len()); } }"))

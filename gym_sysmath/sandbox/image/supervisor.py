@@ -759,7 +759,7 @@ def _session_worker(ctrl_fd: int, status_fd: int) -> None:
                 stream.flush()
             except BaseException:
                 pass
-        reply: dict = {"ok": ok}
+        reply: dict = {"ok": ok, "turn": request.get("turn")}
         fetch = request.get("fetch")
         if fetch:
             reply["defined"] = fetch in namespace
@@ -779,6 +779,7 @@ class Session:
         self.workdir = workdir
         self.limits = limits
         self.ended: str | None = None
+        self.turn = 0  # echoed in each reply: a frame for another turn is stale or forged
         _prepare_workdir(uid, workdir, mode=0o700)  # nothing of the supervisor's goes in here
         ctrl_r, self.ctrl_w = os.pipe()
         self.status_r, status_w = os.pipe()
@@ -807,8 +808,9 @@ class Session:
         started = time.monotonic()
         deadline = started + turn_limits["wall_s"]
         self._signal(signal.SIGCONT)
+        self.turn += 1
         try:
-            write_frame(self.ctrl_w, {"code": code, "fetch": fetch})
+            write_frame(self.ctrl_w, {"code": code, "fetch": fetch, "turn": self.turn})
         except OSError:  # the session's own code closed or broke its control pipe
             self._terminate("the session closed its control pipe")
             return {"status": "runtime_error", "stdout": "", "stderr": "sandbox: the session process is gone\n",
@@ -840,7 +842,7 @@ class Session:
                     continue
                 if fd == self.status_r:
                     status_buf += chunk
-                    reply, status_buf = _try_parse_frame(status_buf)
+                    reply, status_buf = self._next_reply(status_buf)
                     continue
                 room = caps[fd] - len(buffers[fd])
                 buffers[fd] += chunk[: max(room, 0)]
@@ -887,6 +889,15 @@ class Session:
         self._kill_stragglers()
         self._signal(signal.SIGSTOP)  # its threads must not run between turns
         return result
+
+    def _next_reply(self, buffer: bytearray) -> tuple[dict | None, bytearray]:
+        """This turn's reply, skipping well-formed frames of other turns: the session's own code
+        can write to its status pipe, and a frame it forged would otherwise leave the real
+        reply to be read as the next turn's. A malformed frame is returned (it ends the session)."""
+        while True:
+            reply, buffer = _try_parse_frame(buffer)
+            if reply is None or not isinstance(reply, dict) or "protocol" in reply or reply.get("turn") == self.turn:
+                return reply, buffer
 
     def _kill_stragglers(self) -> None:
         """A turn's background processes end with the turn: only the session process stays.
