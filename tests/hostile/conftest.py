@@ -23,8 +23,10 @@ from gym_sysmath.sandbox import Job, Limits, PoolStats, Sandbox
 from gym_sysmath.verdicts import Verdict
 from tests.hostile.payloads import LEFTOVER_PROBE, inject, task_id
 
-#: Short limits keep the catalogue quick; the attacks do not depend on their size.
-HOSTILE_LIMITS = Limits(wall_s=3.0, cpu_s=2.0)
+#: Room for the attacks that must not time out (touching 2 GiB, filling the scratch, walking the
+#: filesystem) on a busy machine; the modules whose attacks must time out use QUICK_LIMITS.
+HOSTILE_LIMITS = Limits(wall_s=20.0, cpu_s=10.0)
+QUICK_LIMITS = Limits(wall_s=3.0, cpu_s=2.0)
 LANGUAGES = ("python", "cpp", "rust")
 
 
@@ -39,19 +41,27 @@ class Outcome:
     observation: str
 
 
+def open_compgeom_envs(limits: Limits) -> dict:
+    """One env per language, all on one shared pool of a single worker."""
+    return {language: gym.make("CompGeom-v0", languages=[language], max_turns=1, pool_size=1, limits=limits)
+            for language in LANGUAGES}
+
+
 @pytest.fixture(scope="module")
 def compgeom_envs(docker_available):
-    """One env per language, all on one shared pool of a single worker."""
-    envs = {language: gym.make("CompGeom-v0", languages=[language], max_turns=1, pool_size=1,
-                               limits=HOSTILE_LIMITS) for language in LANGUAGES}
+    envs = open_compgeom_envs(HOSTILE_LIMITS)
     yield envs
     for env in envs.values():
         env.close()
 
 
+def open_session_env(limits: Limits):
+    return gym.make("CsappExact-v0", max_turns=5, pool_size=1, limits=limits)
+
+
 @pytest.fixture(scope="module")
 def session_env(docker_available):
-    env = gym.make("CsappExact-v0", max_turns=5, pool_size=1, limits=HOSTILE_LIMITS)
+    env = open_session_env(HOSTILE_LIMITS)
     yield env
     env.close()
 

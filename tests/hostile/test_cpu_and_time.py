@@ -5,9 +5,25 @@ from __future__ import annotations
 import pytest
 
 from gym_sysmath.verdicts import Verdict
-from tests.hostile.conftest import ALL_PATHS
+from tests.hostile.conftest import ALL_PATHS, QUICK_LIMITS, open_compgeom_envs, open_session_env
 
 pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def compgeom_envs(docker_available):
+    """Short limits: every attack here runs until it is stopped."""
+    envs = open_compgeom_envs(QUICK_LIMITS)
+    yield envs
+    for env in envs.values():
+        env.close()
+
+
+@pytest.fixture(scope="module")
+def session_env(docker_available):
+    env = open_session_env(QUICK_LIMITS)
+    yield env
+    env.close()
 
 RUST_LIBC = """
     extern "C" {

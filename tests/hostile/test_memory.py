@@ -12,6 +12,7 @@ from tests.hostile.payloads import PROBE_HIT
 pytestmark = pytest.mark.docker
 
 
+
 @ALL_PATHS
 def test_steady_growth(attack, language):
     attack(language, Verdict.MEMORY_LIMIT,

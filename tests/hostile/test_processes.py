@@ -6,10 +6,26 @@ from __future__ import annotations
 import pytest
 
 from gym_sysmath.verdicts import Verdict
-from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES
+from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES, QUICK_LIMITS, open_compgeom_envs, open_session_env
 from tests.hostile.payloads import PROBE_HIT
 
 pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def compgeom_envs(docker_available):
+    """Short limits: every attack here runs until it is stopped."""
+    envs = open_compgeom_envs(QUICK_LIMITS)
+    yield envs
+    for env in envs.values():
+        env.close()
+
+
+@pytest.fixture(scope="module")
+def session_env(docker_available):
+    env = open_session_env(QUICK_LIMITS)
+    yield env
+    env.close()
 
 RUST_LIBC = """
     extern "C" {
@@ -30,27 +46,27 @@ def test_fork_bomb(attack, language):
            rust=RUST_LIBC + "    loop { unsafe { fork(); } }")
 
 
-#: Counts this uid's processes for a second and keeps the peak; a bomb that never took hold
-#: (fewer than 10 at once) is a probe hit, since the test would then show nothing.
+#: Counts this uid's processes for a second and keeps the peak; a bomb that never started (no
+#: process but the job's own) is a probe hit, since the test would then show nothing.
 PEAK_PYTHON = ("import os, time\npeak, end = 0, time.time() + 1\nwhile time.time() < end:\n    count = 0\n"
                "    for pid in filter(str.isdigit, os.listdir('/proc')):\n        try:\n"
                "            count += os.stat('/proc/' + pid).st_uid == os.getuid()\n"
                "        except OSError:\n            pass\n    peak = max(peak, count)\n"
-               f"if peak < 10:\n    os._exit({PROBE_HIT})\n")
+               f"if peak < 2:\n    os._exit({PROBE_HIT})\n")
 PEAK_CPP = ("    int peak = 0;\n    for (int round = 0; round < 100; ++round, usleep(10000)) {\n"
             "        int count = 0;\n        DIR* proc = opendir(\"/proc\");\n"
             "        while (dirent* entry = readdir(proc)) {\n            struct stat info;\n"
             "            std::string path = std::string(\"/proc/\") + entry->d_name;\n"
             "            if (std::atoi(entry->d_name) > 0 && stat(path.c_str(), &info) == 0 && info.st_uid == getuid())"
             " ++count;\n        }\n        closedir(proc);\n        if (count > peak) peak = count;\n    }\n"
-            f"    if (peak < 10) _exit({PROBE_HIT});\n")
+            f"    if (peak < 2) _exit({PROBE_HIT});\n")
 PEAK_RUST = ("    use std::os::unix::fs::MetadataExt;\n"
              "    let me = std::fs::metadata(\"/proc/self\").unwrap().uid();\n    let mut peak = 0;\n"
              "    for _ in 0..100 {\n        let count = std::fs::read_dir(\"/proc\").unwrap().flatten()\n"
              "            .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())\n"
              "            .filter(|e| e.metadata().map(|m| m.uid() == me).unwrap_or(false)).count();\n"
              "        peak = peak.max(count);\n        std::thread::sleep(std::time::Duration::from_millis(10));\n    }\n"
-             f"    if peak < 10 {{ std::process::exit({PROBE_HIT}); }}\n")
+             f"    if peak < 2 {{ std::process::exit({PROBE_HIT}); }}\n")
 
 
 @ALL_PATHS
@@ -59,9 +75,10 @@ def test_shell_fork_bomb(attack, language):
     # killed with it
     bomb = "bomb() { bomb | bomb & }; bomb 2>/dev/null"
     attack(language, Verdict.TIMEOUT,
-           python=f"import os, time\nos.system({bomb!r})\n{PEAK_PYTHON}time.sleep(600)",
-           cpp=f'    std::system("{bomb}");\n{PEAK_CPP}    sleep(600);',
-           rust=(f'    let _ = std::process::Command::new("sh").arg("-c").arg("{bomb}").status();\n{PEAK_RUST}'
+           python=f"import os, time\nif os.system({bomb!r}) != 0:\n    os._exit({PROBE_HIT})\n{PEAK_PYTHON}time.sleep(600)",
+           cpp=f'    if (std::system("{bomb}") != 0) _exit({PROBE_HIT});\n{PEAK_CPP}    sleep(600);',
+           rust=(f'    let shell = std::process::Command::new("sh").arg("-c").arg("{bomb}").status();\n'
+                 f"    if !shell.map(|s| s.success()).unwrap_or(false) {{ std::process::exit({PROBE_HIT}); }}\n{PEAK_RUST}"
                  "    std::thread::sleep(std::time::Duration::from_secs(600));"))
 
 

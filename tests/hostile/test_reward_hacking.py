@@ -5,26 +5,16 @@ from __future__ import annotations
 
 import json
 
-import gymnasium as gym
 import pytest
 
-from gym_sysmath.sandbox import Job, Limits
+from gym_sysmath.sandbox import Job
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.verdicts import Verdict
-from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES, LANGUAGES
+from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES
 from tests.hostile.payloads import PRIMITIVE, PROBE_HIT
 
 pytestmark = pytest.mark.docker
 
-
-@pytest.fixture(scope="module")
-def compgeom_envs(docker_available):
-    """The catalogue's envs with room for the scanners, which walk the whole filesystem."""
-    envs = {language: gym.make("CompGeom-v0", languages=[language], max_turns=1, pool_size=1,
-                               limits=Limits(wall_s=20.0, cpu_s=10.0)) for language in LANGUAGES}
-    yield envs
-    for env in envs.values():
-        env.close()
 
 HIDDEN = compgeom.load_tasks([PRIMITIVE], ["python"])[0].hidden_cases
 #: Strings that exist only on the host: hidden case ids and an expected result. They are
