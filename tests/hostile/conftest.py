@@ -24,9 +24,14 @@ from gym_sysmath.verdicts import Verdict
 from tests.hostile.payloads import LEFTOVER_PROBE, inject, task_id
 
 #: Room for the attacks that must not time out (touching 2 GiB, filling the scratch, walking the
-#: filesystem) on a busy machine; the modules whose attacks must time out use QUICK_LIMITS.
+#: filesystem) on a busy machine. A module whose attacks all run until stopped sets
+#: ``ATTACK_LIMITS = QUICK_LIMITS`` to end them sooner.
 HOSTILE_LIMITS = Limits(wall_s=20.0, cpu_s=10.0)
 QUICK_LIMITS = Limits(wall_s=3.0, cpu_s=2.0)
+
+
+def _limits(request) -> Limits:
+    return getattr(request.module, "ATTACK_LIMITS", HOSTILE_LIMITS)
 LANGUAGES = ("python", "cpp", "rust")
 
 
@@ -41,27 +46,19 @@ class Outcome:
     observation: str
 
 
-def open_compgeom_envs(limits: Limits) -> dict:
-    """One env per language, all on one shared pool of a single worker."""
-    return {language: gym.make("CompGeom-v0", languages=[language], max_turns=1, pool_size=1, limits=limits)
-            for language in LANGUAGES}
-
-
 @pytest.fixture(scope="module")
-def compgeom_envs(docker_available):
-    envs = open_compgeom_envs(HOSTILE_LIMITS)
+def compgeom_envs(docker_available, request):
+    """One env per language, all on one shared pool of a single worker."""
+    envs = {language: gym.make("CompGeom-v0", languages=[language], max_turns=1, pool_size=1,
+                               limits=_limits(request)) for language in LANGUAGES}
     yield envs
     for env in envs.values():
         env.close()
 
 
-def open_session_env(limits: Limits):
-    return gym.make("CsappExact-v0", max_turns=5, pool_size=1, limits=limits)
-
-
 @pytest.fixture(scope="module")
-def session_env(docker_available):
-    env = open_session_env(HOSTILE_LIMITS)
+def session_env(docker_available, request):
+    env = gym.make("CsappExact-v0", max_turns=5, pool_size=1, limits=_limits(request))
     yield env
     env.close()
 

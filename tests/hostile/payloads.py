@@ -33,6 +33,23 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
 print(left)
 """
 
+#: The C library functions the Rust payloads call (Rust's std has no fork, kill or ptrace).
+RUST_LIBC = """
+    extern "C" {
+        fn close(fd: i32) -> i32;
+        fn fork() -> i32;
+        fn setsid() -> i32;
+        fn signal(signum: i32, handler: usize) -> usize;
+        fn pause() -> i32;
+        fn sleep(seconds: u32) -> u32;
+        fn wait(status: *mut i32) -> i32;
+        fn kill(pid: i32, sig: i32) -> i32;
+        fn ptrace(request: i64, pid: i32, addr: usize, data: usize) -> i64;
+        fn getpid() -> i32;
+        fn _exit(code: i32) -> !;
+    }
+"""
+
 CPP_HEADERS = """
 #include <arpa/inet.h>
 #include <csignal>

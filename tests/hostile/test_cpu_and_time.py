@@ -5,38 +5,12 @@ from __future__ import annotations
 import pytest
 
 from gym_sysmath.verdicts import Verdict
-from tests.hostile.conftest import ALL_PATHS, QUICK_LIMITS, open_compgeom_envs, open_session_env
+from tests.hostile.conftest import ALL_PATHS, QUICK_LIMITS
+from tests.hostile.payloads import RUST_LIBC
 
 pytestmark = pytest.mark.docker
 
-
-@pytest.fixture(scope="module")
-def compgeom_envs(docker_available):
-    """Short limits: every attack here runs until it is stopped."""
-    envs = open_compgeom_envs(QUICK_LIMITS)
-    yield envs
-    for env in envs.values():
-        env.close()
-
-
-@pytest.fixture(scope="module")
-def session_env(docker_available):
-    env = open_session_env(QUICK_LIMITS)
-    yield env
-    env.close()
-
-RUST_LIBC = """
-    extern "C" {
-        fn close(fd: i32) -> i32;
-        fn fork() -> i32;
-        fn setsid() -> i32;
-        fn signal(signum: i32, handler: usize) -> usize;
-        fn pause() -> i32;
-        fn sleep(seconds: u32) -> u32;
-        fn wait(status: *mut i32) -> i32;
-        fn _exit(code: i32) -> !;
-    }
-"""
+ATTACK_LIMITS = QUICK_LIMITS  # every attack here runs until it is stopped
 
 
 @ALL_PATHS

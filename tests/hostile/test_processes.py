@@ -6,36 +6,12 @@ from __future__ import annotations
 import pytest
 
 from gym_sysmath.verdicts import Verdict
-from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES, QUICK_LIMITS, open_compgeom_envs, open_session_env
-from tests.hostile.payloads import PROBE_HIT
+from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES, QUICK_LIMITS
+from tests.hostile.payloads import PROBE_HIT, RUST_LIBC
 
 pytestmark = pytest.mark.docker
 
-
-@pytest.fixture(scope="module")
-def compgeom_envs(docker_available):
-    """Short limits: every attack here runs until it is stopped."""
-    envs = open_compgeom_envs(QUICK_LIMITS)
-    yield envs
-    for env in envs.values():
-        env.close()
-
-
-@pytest.fixture(scope="module")
-def session_env(docker_available):
-    env = open_session_env(QUICK_LIMITS)
-    yield env
-    env.close()
-
-RUST_LIBC = """
-    extern "C" {
-        fn fork() -> i32;
-        fn kill(pid: i32, sig: i32) -> i32;
-        fn ptrace(request: i64, pid: i32, addr: usize, data: usize) -> i64;
-        fn getpid() -> i32;
-        fn _exit(code: i32) -> !;
-    }
-"""
+ATTACK_LIMITS = QUICK_LIMITS  # every attack here runs until it is stopped
 
 
 @ALL_PATHS
