@@ -28,12 +28,11 @@ from tests.hostile.payloads import LEFTOVER_PROBE, inject, task_id
 #: ``ATTACK_LIMITS = QUICK_LIMITS`` to end them sooner.
 HOSTILE_LIMITS = Limits(wall_s=20.0, cpu_s=10.0)
 QUICK_LIMITS = Limits(wall_s=3.0, cpu_s=2.0)
+LANGUAGES = ("python", "cpp", "rust")
 
 
 def _limits(request) -> Limits:
     return getattr(request.module, "ATTACK_LIMITS", HOSTILE_LIMITS)
-LANGUAGES = ("python", "cpp", "rust")
-
 
 
 @dataclass
