@@ -98,6 +98,9 @@ class ContainerSettings:
     cpus: float = 1.0
     pids_limit: int = 256
     scratch_bytes: int = 512 * 1024**2
+    #: What one Python session's files may hold in the scratch in all (and at most 10,000 files):
+    #: past it the session ends, so sessions cannot leave the worker's builds and jobs no room.
+    session_disk_bytes: int = 64 * 1024**2
     #: OCI runtime, e.g. "runsc" for gVisor (see SECURITY.md); None is the daemon's default (runc).
     runtime: str | None = field(default_factory=lambda: os.environ.get(RUNTIME_VARIABLE) or None)
 
@@ -117,7 +120,8 @@ class DockerWorker(Worker):
             self.container = client.containers.create(
                 image,
                 name=self.container_name,
-                command=["--scratch", "/scratch", "--uid-base", str(_fresh_uid_base())],
+                command=["--scratch", "/scratch", "--uid-base", str(_fresh_uid_base()),
+                         "--session-disk-mib", str(settings.session_disk_bytes // 2**20)],
                 stdin_open=True,
                 detach=True,
                 network_mode="none",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gym_sysmath.sandbox import Job, SandboxError
+from gym_sysmath.tasks import compgeom
 from gym_sysmath.verdicts import Verdict
 from tests.hostile.conftest import ALL_PATHS, CODE_LANGUAGES
 from tests.hostile.payloads import PROBE_HIT
@@ -32,8 +33,9 @@ def rust_list(values) -> str:
 
 @ALL_PATHS
 def test_filling_scratch(attack, language):
-    # writes 32 MB files until the scratch tmpfs is full; the purge after the job frees it
-    attack(language, Verdict.CORRECT,
+    # writes 32 MB files until the scratch tmpfs is full; the purge after the job frees it. A
+    # session's files would outlive the turn: past its disk budget the session is ended instead
+    attack(language, Verdict.CORRECT, session_status="output_limit",
            python=("try:\n    for i in range(1000):\n        with open(f'fill{i}', 'wb') as handle:\n"
                    "            handle.write(bytes(32 << 20))\nexcept OSError:\n    pass"),
            cpp=("    std::string block(32 << 20, '\\0');\n    for (int i = 0; i < 1000; ++i) {\n"
@@ -123,3 +125,29 @@ def test_parent_references_sent_to_the_supervisor_are_refused(compgeom_envs):
         pool._request({"op": "run", "job": job}, 30.0)
     look = "import os\nprint(os.path.exists('/scratch/escaped.py'))"
     assert pool.run(Job("python", {"main.py": look})).stdout == "False\n"
+
+
+@pytest.mark.parametrize("write", [
+    "open(f'block{turn}', 'wb').write(bytes(40 << 20))",  # 40 MiB a turn: the second passes 64 MiB
+    "for i in range(6000):\n    open(f'f{turn}-{i}', 'w').close()",  # 6,000 files a turn: past 10,000
+], ids=["bytes", "files"])
+def test_session_files_piling_up_across_turns(session_env, compgeom_envs, write):
+    # a session's files outlive its turns: past its disk budget the session ends, so it cannot
+    # leave the worker's next build (another rollout's, perhaps) without room
+    pool = session_env.unwrapped.sandbox
+    before = pool.stats()
+    session_env.reset(seed=0)
+    try:
+        turns = [session_env.step(f"```python\nturn = {turn}\n{write}\n```") for turn in (1, 2)]
+        assert [info["execution"] for *_, info in turns] == ["ok", "output_limit"]
+        assert "the session was ended" in turns[1][0] and "restarted" in turns[1][0]
+        observation, *_, info = session_env.step("```python\nimport os\nprint(len(os.listdir('.')))\n```")
+        assert (info["execution"], observation.split("\n")[0]) == ("ok", "0"), "a fresh session, in an empty dir"
+    finally:
+        session_env.reset(seed=0)
+    env = compgeom_envs["cpp"]
+    env.reset(options={"task_id": "segment2_segment2/cpp"})
+    source = compgeom.reference_solution(env.unwrapped.current_task).replace("namespace compgeom {",
+                                                                               "namespace compgeom { // rebuilt", 1)
+    _, reward, *_ = env.step(f"```cpp\n{source}\n```")
+    assert reward == 1.0 and pool.stats().workers_lost == before.workers_lost

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -771,13 +772,35 @@ def _session_worker(ctrl_fd: int, status_fd: int) -> None:
         write_frame(status_fd, reply)
 
 
+@dataclass(frozen=True)
+class DiskBudget:
+    """What a session's files may hold in the shared scratch between turns.
+
+    A job's files go with the job, but a session's stay until it ends, and the scratch is
+    shared by every job and session of the worker: without a budget, one rollout's session
+    could leave the next rollout's build no room. Requests run one at a time, so the change in
+    the scratch's usage over a turn is that session's own doing; the sum over its turns is
+    checked after each turn.
+    """
+
+    bytes: int
+    files: int
+
+
+def _scratch_usage(path: str) -> tuple[int, int]:
+    stats = os.statvfs(path)
+    return (stats.f_blocks - stats.f_bfree) * stats.f_frsize, stats.f_files - stats.f_ffree
+
+
 class Session:
     """A Python process under its own uid whose globals persist between turns."""
 
-    def __init__(self, uid: int, workdir: str, limits: dict):
+    def __init__(self, uid: int, workdir: str, limits: dict, disk: DiskBudget | None = None):
         self.uid = uid
         self.workdir = workdir
         self.limits = limits
+        self.disk = disk
+        self.disk_used = (0, 0)  # bytes and files its turns have added to the scratch
         self.ended: str | None = None
         self.turn = 0  # echoed in each reply: a frame for another turn is stale or forged
         _prepare_workdir(uid, workdir, mode=0o700)  # nothing of the supervisor's goes in here
@@ -807,6 +830,7 @@ class Session:
         self._discard_pending_output()
         started = time.monotonic()
         deadline = started + turn_limits["wall_s"]
+        usage_before = _scratch_usage(self.workdir) if self.disk else (0, 0)
         self._signal(signal.SIGCONT)
         self.turn += 1
         try:
@@ -888,7 +912,19 @@ class Session:
             result["value"] = _sanitize_value(reply.get("value"))
         self._kill_stragglers()
         self._signal(signal.SIGSTOP)  # its threads must not run between turns
+        if self.disk and self._over_disk_budget(usage_before):
+            result["status"] = "output_limit"
+            result["stderr"] += (f"\nsandbox: the session's files passed {self.disk.bytes // 2**20} MiB or "
+                                 f"{self.disk.files} files in all; the session was ended\n")
+            self._terminate("its files passed the session's disk budget")
+            result["session_ended"] = True
         return result
+
+    def _over_disk_budget(self, usage_before: tuple[int, int]) -> bool:
+        usage_after = _scratch_usage(self.workdir)
+        self.disk_used = tuple(total + after - before for total, after, before
+                               in zip(self.disk_used, usage_after, usage_before, strict=True))
+        return self.disk_used[0] > self.disk.bytes or self.disk_used[1] > self.disk.files
 
     def _next_reply(self, buffer: bytearray) -> tuple[dict | None, bytearray]:
         """This turn's reply, skipping well-formed frames of other turns: the session's own code
@@ -967,6 +1003,7 @@ class Session:
 
 
 SESSION_REPLY_MAX_BYTES = 8 * 1024 * 1024
+SESSION_FILES = 10_000  # files and dirs a session may keep in the scratch (see DiskBudget)
 
 
 def _live_uid_processes(uid: int, keep: int | None = None) -> list[int]:
@@ -1146,9 +1183,10 @@ class Supervisor:
 
     MAX_SESSIONS = 32
 
-    def __init__(self, scratch: str, uid_base: int):
+    def __init__(self, scratch: str, uid_base: int, session_disk: DiskBudget | None = None):
         self.scratch = scratch
         self.uid_base = uid_base
+        self.session_disk = session_disk
         self.sessions: dict[str, Session] = {}
         self.builds = BuildCache(os.path.join(scratch, ".build-cache"))
 
@@ -1232,7 +1270,7 @@ class Supervisor:
                    if self.uid_base + 1 + slot not in used)
         name = self._fresh_name("session")
         session_limits = _limits(limits)
-        self.sessions[name] = Session(uid, os.path.join(self.scratch, name), session_limits)
+        self.sessions[name] = Session(uid, os.path.join(self.scratch, name), session_limits, self.session_disk)
         return {"ok": True, "session": name}
 
     def fork_floor(self, source: str) -> dict:
@@ -1273,6 +1311,7 @@ def serve(in_fd: int, out_fd: int, supervisor: Supervisor) -> None:
 def main(argv: list[str]) -> int:
     scratch = "/scratch"
     uid_base = 20000
+    session_disk = None
     args = list(argv)
     while args:
         flag = args.pop(0)
@@ -1280,6 +1319,8 @@ def main(argv: list[str]) -> int:
             scratch = args.pop(0)
         elif flag == "--uid-base":
             uid_base = int(args.pop(0))
+        elif flag == "--session-disk-mib":
+            session_disk = DiskBudget(int(args.pop(0)) * 1024 * 1024, SESSION_FILES)
         else:
             print(f"supervisor: unknown argument {flag}", file=sys.stderr)
             return 2
@@ -1297,7 +1338,7 @@ def main(argv: list[str]) -> int:
     global ZYGOTE
     ZYGOTE = Zygote()  # before the first request: it must never hold one
     os.makedirs(scratch, exist_ok=True)
-    supervisor = Supervisor(scratch, uid_base)
+    supervisor = Supervisor(scratch, uid_base, session_disk)
     os.makedirs(supervisor.builds.root, mode=0o700, exist_ok=True)
     try:
         serve(in_fd, out_fd, supervisor)
