@@ -128,6 +128,12 @@ def test_unreachable_daemon_fails_make_clearly(monkeypatch):
         gym.make("CsappExact-v0")
 
 
+def test_a_runtime_the_daemon_lacks_is_refused_not_replaced_by_runc(monkeypatch, docker_available):
+    monkeypatch.setenv("GYM_SYSMATH_DOCKER_RUNTIME", "runsc-not-installed")
+    with pytest.raises(SandboxUnavailableError, match=r"no runtime 'runsc-not-installed'.*SECURITY\.md"):
+        gym.make("CsappExact-v0", pool_size=7)  # a pool size no other test uses: a new pool starts
+
+
 def test_daemon_that_never_answers_fails_make_without_hanging(monkeypatch, tmp_path):
     path = str(tmp_path / "silent.sock")
     silent = socket.socket(socket.AF_UNIX)
