@@ -170,7 +170,6 @@ def main() -> None:
 
     rss = {"start": rss_mib()}
     client = image.docker_client()
-    owner = image.owner_label()
     envs = [gym.make(env_id, pool_size=args.pool_size, limits=LIMITS, **kwargs)
             for env_id, kwargs in (ENV_MIX[i % len(ENV_MIX)] for i in range(args.envs))]
     pool = envs[0].unwrapped.sandbox
@@ -207,7 +206,7 @@ def main() -> None:
     for env in envs:
         env.close()
     time.sleep(1)
-    leaked = [c.short_id for c in image.our_containers(client) if c.labels.get(image.LABEL_OWNER) == owner]
+    leaked = [c.short_id for c in image.containers_of_this_process(client)]
     report = {
         "envs": args.envs, "pool_size": args.pool_size, "seconds": round(elapsed, 1),
         "steps": tally.steps, "episodes": tally.episodes, "steps_per_second": round(tally.steps / elapsed, 2),

@@ -45,16 +45,14 @@ def killing_our_containers(delay_s: float = 0.0):
     from gym_sysmath.sandbox import image
 
     client = image.docker_client()
-    owner = image.owner_label()
     stop = threading.Event()
 
     def kill_loop() -> None:
         time.sleep(delay_s)
         while not stop.is_set():
-            for container in image.our_containers(client):
-                if container.labels.get(image.LABEL_OWNER) == owner:
-                    with contextlib.suppress(Exception):
-                        container.kill()
+            for container in image.containers_of_this_process(client):
+                with contextlib.suppress(Exception):
+                    container.kill()
             time.sleep(0.02)
 
     killer = threading.Thread(target=kill_loop, daemon=True)

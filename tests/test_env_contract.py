@@ -129,10 +129,10 @@ def test_close_leaves_no_container(docker_available):
     env = gym.make("CsappExact-v0")
     env.reset(seed=0)
     env.step(CODE)
-    mine = [c for c in image.our_containers(client) if c.labels.get(image.LABEL_OWNER) == image.owner_label()]
+    mine = image.containers_of_this_process(client)
     assert mine, "a code step should have started a container"
     env.close()
-    left = [c for c in image.our_containers(client) if c.labels.get(image.LABEL_OWNER) == image.owner_label()]
+    left = image.containers_of_this_process(client)
     assert left == []
 
 
@@ -181,7 +181,7 @@ def test_async_vector_env_beside_a_live_env_leaves_it_working(docker_available):
         parent.reset(seed=0)
         assert parent.step(CODE)[0].startswith("hello")
         client = image.docker_client()
-        mine = {c.id for c in image.our_containers(client) if c.labels[image.LABEL_OWNER] == image.owner_label()}
+        mine = {c.id for c in image.containers_of_this_process(client)}
         envs = gym.make_vec("CsappExact-v0", num_envs=2, vectorization_mode="async")
         try:
             envs.reset(seed=0)
@@ -192,7 +192,7 @@ def test_async_vector_env_beside_a_live_env_leaves_it_working(docker_available):
             assert child_pids <= owners, "each worker process must run its own pool, not the parent's sockets"
         finally:
             envs.close()
-        still = {c.id for c in image.our_containers(client) if c.labels[image.LABEL_OWNER] == image.owner_label()}
+        still = {c.id for c in image.containers_of_this_process(client)}
         assert mine and mine <= still, "forked children must not remove the parent's containers"
         assert parent.step(CODE)[0].startswith("hello")
     finally:

@@ -244,6 +244,12 @@ def our_containers(client: Any) -> list[Any]:
     return client.containers.list(all=True, filters={"label": f"{LABEL_SANDBOX}=1"})
 
 
+def containers_of_this_process(client: Any) -> list[Any]:
+    """The sandbox containers this process owns (all its pools')."""
+    owner = owner_label()
+    return [c for c in our_containers(client) if c.labels.get(LABEL_OWNER) == owner]
+
+
 def reap_orphans(client: Any) -> int:
     """Remove sandbox containers whose owning process on this host is gone."""
     removed = 0

@@ -40,7 +40,7 @@ def assert_recovers(env) -> None:
 
 def our_containers() -> set[str]:
     client = image.docker_client()
-    return {c.id for c in image.our_containers(client) if c.labels.get(image.LABEL_OWNER) == image.owner_label()}
+    return {c.id for c in image.containers_of_this_process(client)}
 
 
 # --------------------------------------------------------------------------- docker kill

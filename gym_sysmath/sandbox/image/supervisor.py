@@ -635,14 +635,13 @@ def _zygote_main(sock: socket.socket) -> None:
     os.closerange(3, keep)
     os.closerange(keep + 1, 65536)
     while True:
-        _reap_children()  # sessions that ended since the last request
         try:
             data, fds, _, _ = socket.recv_fds(sock, 65536, 8)
         except OSError:
             os._exit(0)
         if not data:
             os._exit(0)
-        _reap_children()  # and sessions closed while we waited: no zombie outlives its session by a job
+        _reap_children()  # sessions that ended, up to this request: no zombie outlives its session by a job
         header = json.loads(data)
         try:
             pid = os.fork()
