@@ -172,7 +172,7 @@ class CompGeomEnv(SysmathEnv):
         task = self._current
         assert task is not None
         files = compgeom.job_files(task, self._candidate if source is None else source)
-        return self.sandbox.run(Job(task.language, files, stdin=self._stdin(task, which), limits=limits or self.limits))
+        return self.rollout.run(Job(task.language, files, stdin=self._stdin(task, which), limits=limits or self.limits))
 
     def _stdin(self, task: compgeom.CompGeomTask, which: str) -> str:
         """The harness's stdin for public, hidden or timing inputs, built once per task."""

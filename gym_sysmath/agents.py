@@ -9,7 +9,9 @@ Built-in agents, by their ``--agent`` spec:
 - ``reference``: the env's own reference action (host-side); must score 100%.
 - ``random``: seeded random text from the action space; the noise floor.
 - ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint over plain HTTP; the
-  prompt and every later observation are user messages, its replies the assistant's.
+  prompt and every later observation are user messages, its replies the assistant's. Each
+  turn's reply record (response id and model, ``finish_reason``, token ``usage``, latency,
+  attempts) is logged beside the action.
 - ``python:MODULE:FUNCTION``: your callable ``(observation, history, info) -> str``, where
   ``history`` is the chat so far before ``observation`` (``{"role", "content"}`` dicts:
   ``user`` for what the env said, ``assistant`` for your earlier actions) and ``info`` the
@@ -33,8 +35,10 @@ import importlib
 import io
 import json
 import os
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,13 +72,27 @@ class Turn:
         return [dict(message) for message in self.history] + [{"role": "user", "content": self.observation}]
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One action and, when the agent has one, the record of how it was made (an endpoint's
+    response id, model, finish reason, token usage, latency): logged per turn."""
+
+    text: str
+    record: Mapping[str, Any] | None = None
+
+
 class Agent:
-    """Chooses actions. Subclasses set ``name`` and implement ``act``."""
+    """Chooses actions. Subclasses set ``name`` and implement ``act`` (or ``reply``, when
+    they have a per-turn record worth logging)."""
 
     name: str = "agent"
 
     def act(self, turn: Turn) -> str:
         raise NotImplementedError
+
+    def reply(self, turn: Turn) -> Reply:
+        """The action with its record; by default ``act``'s text and no record."""
+        return Reply(self.act(turn))
 
     def samples(self, env_id: str, task_ids: Sequence[str]) -> list[tuple[str, int]] | None:
         """The (task_id, rollout) pairs this agent answers, when it decides them (or None)."""
@@ -129,6 +147,12 @@ class OpenAIAgent(Agent):
     The key is read from the environment variable ``api_key_env`` at each request (so a Ray
     worker reads its own); an endpoint other than OpenAI's may need none. Sampling arguments
     left at ``None`` are not sent, so the server's defaults apply.
+
+    Failing fast: ``check()`` (run by ``make_agent`` before any episode) opens a TCP
+    connection to the endpoint's host within ``connect_timeout_s``, ``retries`` more times
+    ``retry_backoff_s``, ``2 * retry_backoff_s``, ... apart, and raises ``AgentError`` naming
+    the URL when none succeeds. A request is retried the same way on a refused or dropped
+    connection, a timeout, HTTP 429 or 5xx; ``timeout_s`` bounds each attempt's wait for the reply.
     """
 
     model: str
@@ -139,20 +163,43 @@ class OpenAIAgent(Agent):
     timeout_s: float = 120.0
     retries: int = 3
     system_prompt: str | None = None
+    connect_timeout_s: float = 10.0
+    retry_backoff_s: float = 1.0
 
     @property
     def name(self) -> str:  # type: ignore[override]
         return f"openai:{self.model}"
 
     def fingerprint(self) -> dict[str, Any]:
-        """The request's content: not the key (nor the variable holding it), the timeout or retries."""
+        """The request's content: not the key (nor the variable holding it), timeouts or retries."""
         return {"kind": "openai", "model": self.model, "base_url": self.base_url.rstrip("/"),
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "system_prompt": self.system_prompt}
 
     def check(self) -> None:
-        """Fail before any episode when OpenAI's own endpoint would refuse us for want of a key."""
+        """Fail before any episode when the endpoint cannot serve us: OpenAI's own without a
+        key, or one whose host does not accept a connection (see the class docstring)."""
+        if self.retries < 0 or self.connect_timeout_s <= 0 or self.timeout_s <= 0 or self.retry_backoff_s < 0:
+            raise AgentError("--retries and --retry-backoff must be >= 0, the timeouts > 0")
         if self.base_url.rstrip("/") == OPENAI_DEFAULT_URL and not os.environ.get(self.api_key_env):
             raise AgentError(f"set {self.api_key_env} (or choose another variable with --api-key-env)")
+        parts = urllib.parse.urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise AgentError(f"--base-url must be an http:// or https:// URL, got {self.base_url!r}")
+        address = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+        for attempt in range(self.retries + 1):
+            try:
+                socket.create_connection(address, timeout=self.connect_timeout_s).close()
+                return
+            except OSError as exc:
+                error = exc
+            if attempt < self.retries:
+                time.sleep(self._backoff(attempt))
+        raise AgentError(f"cannot connect to {self.base_url} ({error or 'timed out'}; {self.retries + 1} "
+                         f"attempt(s), {self.connect_timeout_s:g} s each): is the server running? "
+                         "(--connect-timeout, --retries, --retry-backoff set this policy)")
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.retry_backoff_s * 2.0**attempt, 30.0)
 
     def request_body(self, turn: Turn) -> dict[str, Any]:
         messages = turn.messages()
@@ -166,14 +213,23 @@ class OpenAIAgent(Agent):
         return body
 
     def act(self, turn: Turn) -> str:
-        reply = self._post(self.request_body(turn))
+        return self.reply(turn).text
+
+    def reply(self, turn: Turn) -> Reply:
+        started = time.perf_counter()
+        reply, attempts = self._post(self.request_body(turn))
+        latency = time.perf_counter() - started
         try:
-            content = reply["choices"][0]["message"].get("content")
+            choice = reply["choices"][0]
+            content = choice["message"].get("content")
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise AgentError(f"unexpected chat-completions reply: {json.dumps(reply)[:300]}") from exc
-        return content or ""
+        record = {"id": reply.get("id"), "model": reply.get("model"), "finish_reason": choice.get("finish_reason"),
+                  "usage": reply.get("usage"), "latency_s": round(latency, 6), "attempts": attempts}
+        return Reply(content or "", record)
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """The decoded reply and the number of attempts it took."""
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env)
         if key:
@@ -183,7 +239,7 @@ class OpenAIAgent(Agent):
         for attempt in range(self.retries + 1):
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    return json.loads(response.read())
+                    return json.loads(response.read()), attempt + 1
             except urllib.error.HTTPError as exc:
                 detail = exc.read()[:300].decode(errors="replace")
                 retryable = exc.code == 429 or exc.code >= 500
@@ -193,8 +249,8 @@ class OpenAIAgent(Agent):
             except json.JSONDecodeError as exc:
                 retryable, error = False, AgentError(f"{request.full_url} did not answer JSON: {exc}")
             if not retryable or attempt == self.retries:
-                raise error
-            time.sleep(min(2.0**attempt, 30.0))
+                raise AgentError(f"{error} (after {attempt + 1} attempt(s))") from None
+            time.sleep(self._backoff(attempt))
         raise AssertionError("unreachable")
 
 
@@ -218,11 +274,18 @@ class PythonAgent(Agent):
     def _load(self) -> Callable[..., str]:
         if self._function is None:
             module, _, function = self.target.partition(":")
-            loaded = importlib.import_module(module)
+            try:
+                loaded = importlib.import_module(module)
+            except ImportError as exc:
+                raise AgentError(f"python agent {self.target}: cannot import {module!r} ({exc}); it is looked "
+                                 "up on sys.path and in the current directory") from exc
             for part in function.split("."):
-                loaded = getattr(loaded, part)
+                try:
+                    loaded = getattr(loaded, part)
+                except AttributeError:
+                    raise AgentError(f"python agent {self.target}: {module!r} has no {function!r}") from None
             if not callable(loaded):
-                raise TypeError(f"{self.target} is not callable")
+                raise AgentError(f"python agent {self.target}: {function!r} is not callable")
             self._function = loaded
         return self._function
 
@@ -246,7 +309,10 @@ class ResponsesAgent(Agent):
         self.name = f"responses:{self.path.name}"
         self.table: dict[tuple[str | None, str, int], tuple[str, ...]] = {}
         self.lines: dict[tuple[str | None, str, int], int] = {}  #: each key's line number
-        data = self.path.read_bytes()
+        try:
+            data = self.path.read_bytes()
+        except OSError as exc:
+            raise AgentError(f"cannot read responses file {self.path}: {exc.strerror or exc}") from exc
         self.sha256 = hashlib.sha256(data).hexdigest()
         try:
             text = data.decode("utf-8")

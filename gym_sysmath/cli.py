@@ -44,11 +44,12 @@ def _verify_compgeom_in_sandbox(backend: str) -> int:
     """Every fixture compiled and run where candidates are: good ones pass, bad ones fail."""
     from gym_sysmath.envs.compgeom import sandbox_runner
     from gym_sysmath.sandbox import Sandbox
+    from gym_sysmath.sandbox.pool import default_pool_size
     from gym_sysmath.tasks import compgeom
 
     sandbox = Sandbox(backend)
     try:
-        report = compgeom.verify(sandbox_runner(sandbox), max_workers=sandbox.pool_size)
+        report = compgeom.verify(sandbox_runner(sandbox), max_workers=sandbox.pool_size or default_pool_size())
     finally:
         sandbox.close()
     print("\n".join(report.lines()))
@@ -73,9 +74,17 @@ def _export(args: argparse.Namespace) -> int:
     """Prompts and metadata as JSONL for dataset tooling; keys only with --with-answers."""
     import json
 
+    from gym_sysmath import env_ids
     from gym_sysmath.evaluation import BASE_INFO_KEYS, choose_tasks, make_listing_env, sample_seed
 
-    env = make_listing_env(args.env_id, **{**_env_args(args.env_arg), "split": args.split})
+    if args.env_id not in env_ids():
+        print(f"gym-sysmath: unknown env id {args.env_id!r}; registered: {', '.join(env_ids())}", file=sys.stderr)
+        return 2
+    try:
+        env = make_listing_env(args.env_id, **{**_env_args(args.env_arg), "split": args.split})
+    except (ValueError, TypeError) as exc:  # a split or argument the env does not take
+        print(f"gym-sysmath: export {args.env_id} --split {args.split}: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.split == "eval":
             plan = [(task_id, sample_seed(args.seed, args.env_id, task_id, 0))
@@ -167,7 +176,8 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         openai = {"model": args.model, "base_url": args.base_url, "api_key_env": args.api_key_env,
                   "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout_s": args.request_timeout,
-                  "system_prompt": args.system_prompt}
+                  "system_prompt": args.system_prompt, "connect_timeout_s": args.connect_timeout,
+                  "retries": args.retries, "retry_backoff_s": args.retry_backoff}
         specs = args.agent or [("reference", None)]
         if any(kind == "python" for kind, _ in specs) and "" not in sys.path and os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())  # `python my_agent:act` finds my_agent.py here, as `python -m` would
@@ -208,8 +218,13 @@ def _eval(args: argparse.Namespace) -> int:
         if len(run.failures) > 5:
             print(f"... and {len(run.failures) - 5} more failures; --resume retries them", file=sys.stderr)
         if run.out_dir is not None:
-            written = ["results.jsonl", "summary.json"] + (["breakdowns.png"] if run.plot_path else [])
-            print(f"wrote {', '.join(written)} to {run.out_dir}")
+            written = [name for name in ("results.jsonl", "summary.json")
+                       if (run.out_dir / name).is_file() and (run.out_dir / name).stat().st_size]
+            written += ["breakdowns.png"] if run.plot_path else []
+            if "results.jsonl" in written:
+                print(f"wrote {', '.join(written)} to {run.out_dir}")
+            else:
+                print(f"no sample finished, so no results.jsonl was written to {run.out_dir}", file=sys.stderr)
     return exit_code(runs)
 
 
@@ -282,7 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
     chat.add_argument("--temperature", type=float)
     chat.add_argument("--max-tokens", type=int)
-    chat.add_argument("--request-timeout", type=float, default=120.0, help="seconds per request")
+    chat.add_argument("--request-timeout", type=float, default=120.0,
+                      help="seconds to wait for each attempt's reply (default 120)")
+    chat.add_argument("--connect-timeout", type=float, default=10.0,
+                      help="seconds to wait for a connection; the endpoint is checked before any episode (default 10)")
+    chat.add_argument("--retries", type=int, default=3,
+                      help="extra attempts after a refused connection, a timeout, HTTP 429 or 5xx (default 3)")
+    chat.add_argument("--retry-backoff", type=float, default=1.0,
+                      help="seconds before the first retry, doubling after each, at most 30 (default 1)")
     chat.add_argument("--system-prompt")
     evaluation.set_defaults(func=_eval)
     return parser
@@ -293,10 +315,16 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader that went away shows here, not in the interpreter's exit
+        return code
     except SandboxUnavailableError as exc:
         print(f"gym-sysmath: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `... --out - | head`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit's own flush of stdout stays quiet
+        return 141  # 128 + SIGPIPE, as a tool killed by the closed pipe would end
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from gym_sysmath.actions import (
 from gym_sysmath.sandbox import (
     SESSION_LIMITS,
     ExecutionResult,
+    Lease,
     Limits,
     PythonSession,
     Sandbox,
@@ -103,6 +104,7 @@ class SysmathEnv(gym.Env[str, str]):
         self.limits = limits or self.default_limits
         self._pool_size = pool_size
         self._sandbox: Sandbox | None = None
+        self._lease: Lease | None = None  # this episode's container, taken on its first job
         self._session: PythonSession | None = None
         self.task: Task | None = None
         self.turn = 0
@@ -110,6 +112,7 @@ class SysmathEnv(gym.Env[str, str]):
         self._transcript: list[tuple[str, str]] = []
         if self._needs_sandbox():
             self._sandbox = acquire_shared(sandbox, pool_size)
+            self._sandbox.expect_rollouts(1)
 
     # ------------------------------------------------------------------ family hooks
 
@@ -138,17 +141,19 @@ class SysmathEnv(gym.Env[str, str]):
         return True
 
     def _end_episode(self) -> None:
-        """Release per-episode sandbox state: the episode's Python session, if one was opened."""
-        if self._session is not None:
-            session, self._session = self._session, None
-            session.close()
+        """The rollout is over: hand its container back, to be purged before anyone reuses it
+        (the purge ends the episode's Python session with everything else in it)."""
+        self._session = None
+        if self._lease is not None:
+            lease, self._lease = self._lease, None
+            lease.release()
 
     # ------------------------------------------------------------------ shared by families
 
     def _python_turn(self, code: str) -> ToolTurn:
         """Run a tool turn in the episode's persistent Python session (opened on first use)."""
         if self._session is None:
-            self._session = self.sandbox.open_session(self.limits)
+            self._session = self.rollout.open_session(self.limits)
         restarts, rebuilds = self._session.restarts, self._session.rebuilds
         result = self._session.run(code)
         observation = format_tool_output(result, self.turn, self.max_turns, self._session.restarts > restarts)
@@ -168,9 +173,18 @@ class SysmathEnv(gym.Env[str, str]):
 
     @property
     def sandbox(self) -> Sandbox:
+        """The process-wide pool this env leases its containers from."""
         if self._sandbox is None:
             raise RuntimeError(f"{type(self).__name__} was configured without a sandbox")
         return self._sandbox
+
+    @property
+    def rollout(self) -> Lease:
+        """This episode's own container: every job and turn of the episode runs there, and
+        nothing of any other episode does (see ``gym_sysmath.sandbox.pool``)."""
+        if self._lease is None:
+            self._lease = self.sandbox.lease()
+        return self._lease
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
@@ -256,6 +270,7 @@ class SysmathEnv(gym.Env[str, str]):
     def close(self) -> None:
         self._end_episode()
         if self._sandbox is not None:
+            self._sandbox.expect_rollouts(-1)
             release_shared(self._sandbox)
             self._sandbox = None
         super().close()

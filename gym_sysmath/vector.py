@@ -19,15 +19,14 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from gym_sysmath.env import SysmathEnv
-from gym_sysmath.sandbox.pool import default_pool_size
 
 
 class SysmathVectorEnv(VectorEnv):
     """``num_envs`` copies of one family stepping concurrently (autoreset: next step).
 
     Arguments: ``entry_point`` (the single env's class or "module:Class"), ``num_envs``,
-    ``pool_size`` (warm workers shared by all copies; default max(num_envs, cores)), and the
-    family's own keyword arguments.
+    ``pool_size`` (a cap on the sandbox containers; default: one per live episode, each episode
+    in a container of its own), and the family's own keyword arguments.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["ansi"]}
@@ -36,7 +35,6 @@ class SysmathVectorEnv(VectorEnv):
                  **env_kwargs: Any):
         creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
         env_kwargs.pop("max_episode_steps", None)
-        pool_size = pool_size or max(num_envs, default_pool_size())
         self.envs: list[SysmathEnv] = [creator(pool_size=pool_size, **env_kwargs) for _ in range(num_envs)]
         self.num_envs = num_envs
         self.single_observation_space = self.envs[0].observation_space

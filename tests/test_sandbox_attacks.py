@@ -181,15 +181,25 @@ def test_session_loop_times_out_and_the_next_turn_starts_fresh(sandbox):
         session.close()
 
 
-def test_identical_resubmission_reuses_the_cached_build(sandbox):
+def test_identical_resubmission_in_one_rollout_reuses_the_cached_build(sandbox):
     source = '#include <bits/stdc++.h>\nint main(){ long n; std::cin >> n; std::cout << n * 2 << "\\n"; }'
-    first = sandbox.run(Job("cpp", {"main.cpp": source}, stdin="21"))
-    second = sandbox.run(Job("cpp", {"main.cpp": source}, stdin="50"))
-    assert (first.stdout, second.stdout) == ("42\n", "100\n")
-    assert first.compile is not None and not first.compile.cached
-    assert second.compile is not None and second.compile.cached
-    changed = sandbox.run(Job("cpp", {"main.cpp": source.replace("* 2", "* 3")}, stdin="2"))
-    assert changed.stdout == "6\n" and not changed.compile.cached
+    with sandbox.lease() as rollout:
+        first = rollout.run(Job("cpp", {"main.cpp": source}, stdin="21"))
+        second = rollout.run(Job("cpp", {"main.cpp": source}, stdin="50"))
+        assert (first.stdout, second.stdout) == ("42\n", "100\n")
+        assert first.compile is not None and not first.compile.cached
+        assert second.compile is not None and second.compile.cached
+        changed = rollout.run(Job("cpp", {"main.cpp": source.replace("* 2", "* 3")}, stdin="2"))
+        assert changed.stdout == "6\n" and not changed.compile.cached
+
+
+def test_build_cache_is_never_shared_between_rollouts(sandbox):
+    # a binary built where one rollout's code ran must not be handed to another rollout
+    source = '#include <cstdio>\nint main(){ std::puts("built once"); }'
+    for _ in range(3):  # a small pool: the later rollouts reuse the first one's purged container
+        with sandbox.lease() as rollout:
+            result = rollout.run(Job("cpp", {"main.cpp": source}))
+        assert result.stdout == "built once\n" and not result.compile.cached
 
 
 def test_failed_compile_is_never_cached(sandbox):

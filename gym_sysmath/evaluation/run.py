@@ -28,7 +28,9 @@ MAX_STEPS = 256
 @dataclass(frozen=True)
 class SampleResult:
     """One played episode, as logged: ``observations[0]`` is the prompt and
-    ``observations[i + 1]`` what the env answered to ``actions[i]``."""
+    ``observations[i + 1]`` what the env answered to ``actions[i]``. ``turns[i]`` is the
+    agent's record of how ``actions[i]`` was made (for ``openai``: response id and model,
+    ``finish_reason``, token ``usage``, latency and attempts), ``{}`` when it keeps none."""
 
     env_id: str
     task_id: str
@@ -43,6 +45,7 @@ class SampleResult:
     detail: str | None
     metadata: Mapping[str, Any]
     timings: Mapping[str, float]
+    turns: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -54,6 +57,7 @@ class SampleResult:
             "agent": self.agent, "actions": list(self.actions), "observations": list(self.observations),
             "reward": self.reward, "verdict": self.verdict, "scoring_error": self.scoring_error,
             "detail": self.detail, "metadata": dict(self.metadata), "timings": dict(self.timings),
+            "turns": [dict(turn) for turn in self.turns],
         }
 
     @classmethod
@@ -64,6 +68,7 @@ class SampleResult:
             observations=tuple(record.get("observations", ())), reward=float(record["reward"]),
             verdict=record["verdict"], scoring_error=record.get("scoring_error"), detail=record.get("detail"),
             metadata=dict(record.get("metadata") or {}), timings=dict(record.get("timings") or {}),
+            turns=tuple(dict(turn or {}) for turn in record.get("turns") or ()),
         )
 
 
@@ -93,12 +98,15 @@ def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
     metadata = _jsonable({key: value for key, value in info.items() if key not in BASE_INFO_KEYS})
     history: list[dict[str, str]] = []
     actions: list[str] = []
+    turns: list[dict[str, Any]] = []
     observations = [observation]
     agent_s = env_s = 0.0
     for index in range(MAX_STEPS):
         mark = time.perf_counter()
-        action = agent.act(Turn(spec.env_id, spec.task_id, spec.rollout, spec.seed, index, observation,
-                                tuple(history), info, env))
+        reply = agent.reply(Turn(spec.env_id, spec.task_id, spec.rollout, spec.seed, index, observation,
+                                 tuple(history), info, env))
+        action = reply.text
+        turns.append(_jsonable(dict(reply.record or {})))
         agent_s += time.perf_counter() - mark
         mark = time.perf_counter()
         next_observation, reward, terminated, truncated, info = env.step(action)
@@ -118,7 +126,7 @@ def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
         actions=tuple(actions), observations=tuple(observations), reward=float(reward),
         verdict=str(info.get("verdict")), scoring_error=info.get("scoring_error"),
         detail=None if info.get("detail") is None else str(info["detail"]), metadata=metadata,
-        timings={key: round(value, 6) for key, value in timings.items()},
+        timings={key: round(value, 6) for key, value in timings.items()}, turns=tuple(turns),
     )
 
 

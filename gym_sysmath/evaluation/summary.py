@@ -51,6 +51,22 @@ def _pass_at_k(results: Sequence[SampleResult]) -> dict[str, float]:
     return table
 
 
+def _usage(results: Sequence[SampleResult]) -> dict[str, Any] | None:
+    """Model turns, token totals and finish reasons from the turns' records, when the agent
+    keeps them (``openai``); ``None`` when no turn has a record."""
+    records = [turn for result in results for turn in result.turns if turn]
+    if not records:
+        return None
+    tokens = Counter()
+    for record in records:
+        for key, value in (record.get("usage") or {}).items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                tokens[key] += value
+    reasons = Counter(str(record.get("finish_reason")) for record in records)
+    return {"model_turns": len(records), "tokens": dict(sorted(tokens.items())),
+            "finish_reasons": dict(sorted(reasons.items()))}
+
+
 def _value_order(value: str) -> tuple[int, str]:
     """Breakdown values alphabetically, but difficulties easy to hard."""
     return (DIFFICULTY_ORDER.index(value) if value in DIFFICULTY_ORDER else len(DIFFICULTY_ORDER), value)
@@ -61,6 +77,9 @@ def _group_stats(results: Sequence[SampleResult], breakdowns: bool) -> dict[str,
     stats["tasks"] = len({(r.env_id, r.task_id) for r in results})
     stats["pass_at_k"] = _pass_at_k(results)
     stats["verdicts"] = dict(sorted(Counter(r.verdict for r in results).items()))
+    usage = _usage(results)
+    if usage:
+        stats["usage"] = usage
     if breakdowns:
         stats["breakdowns"] = {}
         for key in BREAKDOWN_KEYS:

@@ -1,8 +1,9 @@
-"""Sandboxed execution of untrusted code: a warm Docker pool, or an opt-in host process.
+"""Sandboxed execution of untrusted code: one Docker container per rollout, or an opt-in host process.
 
-``Sandbox.run(Job)`` returns an ``ExecutionResult`` whose status is the job's own doing;
-``SandboxError`` means the harness failed. See ``image/supervisor.py`` for what happens
-inside each worker.
+``Sandbox.lease()`` gives a rollout its own container; ``Lease.run(Job)`` returns an
+``ExecutionResult`` whose status is the job's own doing; ``SandboxError`` means the harness
+failed. See ``pool.py`` for the leases and ``image/supervisor.py`` for what happens inside each
+container.
 """
 
 from gym_sysmath.sandbox.execution import (
@@ -18,6 +19,7 @@ from gym_sysmath.sandbox.execution import (
 from gym_sysmath.sandbox.pool import (
     BACKENDS,
     SESSION_LIMITS,
+    Lease,
     PoolStats,
     PythonSession,
     Sandbox,
@@ -33,6 +35,7 @@ __all__ = [
     "SESSION_LIMITS",
     "ExecutionResult",
     "Job",
+    "Lease",
     "Limits",
     "PoolStats",
     "PythonSession",

@@ -72,7 +72,8 @@ def docker_client(timeout: int = 120) -> Any:
     import docker
 
     try:
-        client = docker.from_env(timeout=min(timeout, PING_TIMEOUT_S))
+        # Containers start and are removed START_CONCURRENCY at a time: room for them all.
+        client = docker.from_env(timeout=min(timeout, PING_TIMEOUT_S), max_pool_size=32)
         client.ping()
         client.api.timeout = timeout
     except Exception as exc:
@@ -241,7 +242,14 @@ def _owner_alive(owner: str) -> bool:
 
 
 def our_containers(client: Any) -> list[Any]:
-    return client.containers.list(all=True, filters={"label": f"{LABEL_SANDBOX}=1"})
+    """Every gym-sysmath container on the daemon. Others remove containers while we list them
+    (other pools, reapers): one gone by the time it is inspected is left out, not an error."""
+    import docker.errors
+
+    try:
+        return client.containers.list(all=True, filters={"label": f"{LABEL_SANDBOX}=1"}, ignore_removed=True)
+    except docker.errors.NotFound:
+        return []
 
 
 def containers_of_this_process(client: Any) -> list[Any]:
@@ -251,15 +259,20 @@ def containers_of_this_process(client: Any) -> list[Any]:
 
 
 def reap_orphans(client: Any) -> int:
-    """Remove sandbox containers whose owning process on this host is gone."""
+    """Remove sandbox containers whose owning process on this host is gone (best effort: reaping
+    is housekeeping, and must never stop a pool from starting)."""
     removed = 0
-    for container in our_containers(client):
+    try:
+        containers = our_containers(client)
+    except Exception:  # the daemon's listing failed: try again when the next pool starts
+        return 0
+    for container in containers:
         owner = container.labels.get(LABEL_OWNER, "")
         if not _owner_alive(owner):
             try:
                 container.remove(force=True)
                 removed += 1
-            except Exception:  # raced with another reaper
+            except Exception:  # gone already, or raced with another reaper
                 pass
     return removed
 

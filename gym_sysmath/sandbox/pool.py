@@ -1,7 +1,15 @@
-"""The sandbox facade: a warm pool of workers, jobs with one retry, and Python sessions.
+"""The sandbox facade: one container per rollout, leased from a reserve of clean ones.
 
-Envs in one process share a pool (``acquire_shared``), so a vector of envs keeps one set of
-warm containers. A harness failure is retried once on another worker; if it persists the
+The isolation boundary is the rollout (one env instance's episode): its tool turns, builds,
+graded runs and timing runs all go to the container its ``Lease`` holds, and no other
+rollout's code runs there while it lives. When the lease ends the container is purged (every
+process killed, the scratch emptied, what is left checked) before any rollout may take it
+again, or destroyed when the purge fails. Per-rollout limits are therefore the container's own
+cgroup limits (memory with shmem and memfd, pids, CPU).
+
+Rollouts do not wait for ``docker run``: a reserve of started, clean containers is kept ahead
+of demand (the number of live envs, ``expect_rollouts``), replenished and purged in background
+threads. A harness failure is retried once on a fresh container; if it persists the
 ``SandboxError`` reaches the env, which reports a ``scoring_error``.
 """
 
@@ -11,9 +19,11 @@ import atexit
 import dataclasses
 import os
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gym_sysmath.sandbox.execution import (
@@ -28,9 +38,18 @@ from gym_sysmath.sandbox.workers import ContainerSettings, DockerWorker, Process
 BACKENDS = ("docker", "process")
 SESSION_LIMITS = Limits(wall_s=20.0, cpu_s=20.0)  # per turn
 SESSION_LIFETIME_S = 600.0  # CPU rlimit of the session process over all its turns
+#: Clean containers kept beyond what the live rollouts hold, so a reset never waits for a purge.
+SPARE_CONTAINERS = 2
+#: Containers started at once in the background (the daemon parallelises about this well).
+START_CONCURRENCY = 8
+PURGE_CONCURRENCY = 4
+PURGE_TIMEOUT_S = 30.0
+#: How long a rollout waits for a container when ``pool_size`` caps them and all are held.
+LEASE_WAIT_S = 300.0
 
 
 def default_pool_size() -> int:
+    """How many episodes callers run at once by default (threads in eval, workers in verify)."""
     return max(2, os.cpu_count() or 1)
 
 
@@ -38,9 +57,10 @@ def default_pool_size() -> int:
 class PoolStats:
     """What a pool has done since it started; the hostile tests and the soak run watch it.
 
-    ``workers_lost`` counts workers thrown away because they broke (died, were killed, could
-    not clean up after a job), not those closed with the pool; ``retries`` counts harness
-    failures absorbed by re-running a job or rebuilding a session on another worker.
+    ``workers_lost`` counts containers thrown away because they broke (died, were killed, could
+    not be purged clean), not those closed with the pool or trimmed from the reserve;
+    ``retries`` counts harness failures absorbed by re-running a job or rebuilding a session
+    on a fresh container; ``purges`` counts leases whose container was purged and reused.
     """
 
     requests: int
@@ -48,27 +68,120 @@ class PoolStats:
     workers_lost: int
     retries: int
     live_workers: int
+    leases: int = 0
+    purges: int = 0
+    leased_now: int = 0
+
+
+class Lease:
+    """One rollout's container, from the rollout's first job to the end of its episode.
+
+    Every job and session of the rollout runs in this container, and nothing of any other
+    rollout does. If the container breaks, the lease takes a fresh one (``generation`` counts
+    them; sessions on the old one are gone). ``release`` hands it back to be purged.
+    """
+
+    def __init__(self, sandbox: Sandbox):
+        self.sandbox = sandbox
+        self.generation = 0
+        self.released = False
+        self._worker: Worker | None = None
+        self._lock = threading.RLock()
+
+    def _current(self) -> Worker:
+        if self.released:
+            raise SandboxError("lease_released", "this rollout's container was already handed back")
+        if self._worker is None or self._worker.broken:
+            if self._worker is not None:
+                self.sandbox._recycle(self._worker)
+                self._worker = None
+            self._worker = self.sandbox._take()
+            self.generation += 1
+        return self._worker
+
+    @property
+    def worker(self) -> Worker | None:
+        """The container this lease holds now (None before its first request)."""
+        return self._worker
+
+    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        with self._lock:
+            worker = self._current()
+            self.sandbox._count("requests")
+            return worker.request(message, timeout_s)
+
+    def run(self, job: Job) -> ExecutionResult:
+        """Run one job in this rollout's container; retried once on a fresh one if the harness fails."""
+        message = {"op": "run", "job": job.to_wire()}
+        try:
+            reply = self.request(message, job.request_timeout_s)
+        except SandboxError as first:
+            if first.cause in ("sandbox_closed", "lease_released", "no_container"):
+                raise
+            self.sandbox.count_retry()
+            try:
+                reply = self.request(message, job.request_timeout_s)
+            except SandboxError as second:
+                raise SandboxError(second.cause, f"{second.detail} (after a retry; first: {first})") from second
+        return ExecutionResult.from_wire(reply.get("result") or {})
+
+    def open_session(self, limits: Limits = SESSION_LIMITS) -> PythonSession:
+        return PythonSession(self, limits)
+
+    def fork_floor(self, code: str) -> float:
+        """Benchmark primitive: bare fork + exec(code) + wait in this container, in seconds."""
+        return float(self.request({"op": "fork_floor", "code": code}, 30.0)["result"]["wall_s"])
+
+    def release(self) -> None:
+        """The rollout is over: its container goes back to be purged (or destroyed if broken)."""
+        with self._lock:
+            if self.released:
+                return
+            self.released = True
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            self.sandbox._recycle(worker)
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class Sandbox:
-    """Runs jobs and sessions on a lazily grown pool of warm workers."""
+    """Leases containers to rollouts from a reserve kept warm in the background.
+
+    ``pool_size`` caps the live containers (None: as many as the live rollouts hold, plus
+    ``SPARE_CONTAINERS``). A cap below the number of rollouts running at once makes them wait
+    for each other's episodes to end (up to ``LEASE_WAIT_S``, then a scoring error).
+    """
 
     def __init__(self, backend: str = "docker", pool_size: int | None = None,
                  settings: ContainerSettings | None = None):
         if backend not in BACKENDS:
             raise SandboxUnavailableError(f"unknown sandbox backend {backend!r}; choose one of {BACKENDS}")
+        if pool_size is not None and pool_size < 1:
+            raise ValueError(f"pool_size must be at least 1 (or None), got {pool_size}")
         self.backend = backend
-        self.pool_size = pool_size or default_pool_size()
+        self.pool_size = pool_size
         self.settings = settings or ContainerSettings()
-        self._idle: list[Worker] = []
-        self._busy: set[Worker] = set()
+        self._clean: list[Worker] = []
+        self._leased: set[Worker] = set()
         self._starting = 0
+        self._purging = 0
+        self._waiting = 0
+        self._rollouts = 0
+        self._last_start_error: SandboxError | None = None
         self._cond = threading.Condition()
         self._closed = False
-        self._builders: dict[str, Worker] = {}  # build key -> the worker whose cache holds it
-        self._counts = {"requests": 0, "workers_started": 0, "workers_lost": 0, "retries": 0}
+        self._orphaned = False  # set in a forked child: the containers are the parent's
+        self._counts = {"requests": 0, "workers_started": 0, "workers_lost": 0, "retries": 0,
+                        "leases": 0, "purges": 0}
         self._factory = self._make_factory()
-        self._finalizer = weakref.finalize(self, _destroy_all, self._idle, self._busy)
+        self._starter = ThreadPoolExecutor(START_CONCURRENCY, thread_name_prefix="gym-sysmath-start")
+        self._purger = ThreadPoolExecutor(PURGE_CONCURRENCY, thread_name_prefix="gym-sysmath-purge")
+        self._finalizer = weakref.finalize(self, _destroy_all, self._clean, self._leased)
         _all_sandboxes.add(self)
 
     def _make_factory(self) -> Callable[[], Worker]:
@@ -87,117 +200,225 @@ class Sandbox:
         owner = image.owner_label()
         return lambda: DockerWorker(client, tag, self.settings, owner)
 
-    # ------------------------------------------------------------------ pool
+    # ------------------------------------------------------------------ leases
 
-    def _acquire(self, pinned: Worker | None = None, prefer: Worker | None = None) -> Worker:
+    def lease(self) -> Lease:
+        """A rollout's own container, taken on its first request (see ``Lease``)."""
         with self._cond:
-            while True:
-                if self._closed:
-                    raise SandboxError("sandbox_closed", "the sandbox was closed")
-                if prefer is not None and prefer in self._idle:
-                    self._idle.remove(prefer)
-                    self._busy.add(prefer)
-                    return prefer
-                if pinned is not None:
-                    if pinned.broken:
-                        raise SandboxError("worker_died", f"{pinned.name} is gone")
-                    if pinned in self._idle:
-                        self._idle.remove(pinned)
-                        self._busy.add(pinned)
-                        return pinned
-                elif self._idle:
-                    worker = self._idle.pop()
-                    self._busy.add(worker)
-                    return worker
-                elif len(self._busy) + self._starting < self.pool_size:
-                    self._starting += 1
-                    break
-                self._cond.wait()
+            if self._closed:
+                raise SandboxError("sandbox_closed", "the sandbox was closed")
+            self._counts["leases"] += 1
+        return Lease(self)
+
+    def expect_rollouts(self, change: int) -> None:
+        """``change`` more (or fewer) live envs will lease containers: size the reserve for them."""
+        with self._cond:
+            self._rollouts = max(0, self._rollouts + change)
+            self._top_up()
+
+    def prestart(self, count: int, timeout_s: float = 120.0) -> int:
+        """Start containers until ``count`` are clean and waiting (benchmarks, big vectors);
+        returns how many are. The reserve keeps them while rollouts are expected."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            self._rollouts = max(self._rollouts, count)
+            self._top_up()
+            while len(self._clean) < count and time.monotonic() < deadline and not self._closed:
+                if self._starting == 0 and self._last_start_error is not None:
+                    raise self._last_start_error
+                self._cond.wait(0.5)
+            return len(self._clean)
+
+    def _live(self) -> int:
+        return len(self._clean) + len(self._leased) + self._starting + self._purging
+
+    def _room(self) -> bool:
+        return self.pool_size is None or self._live() < self.pool_size
+
+    def _wanted(self) -> int:
+        wanted = max(self._rollouts, len(self._leased) + self._waiting) + SPARE_CONTAINERS
+        return wanted if self.pool_size is None else min(wanted, self.pool_size)
+
+    def _top_up(self) -> None:
+        """Start containers in the background until the reserve covers what is wanted (lock held).
+
+        Paused after a failed start (the daemon may be down): the next lease then starts one
+        in its own thread and gets the error, or resumes the reserve by succeeding."""
+        if self._closed or self._orphaned or self._last_start_error is not None:
+            return
+        while self._live() < self._wanted():
+            try:
+                self._starter.submit(self._start_one)
+            except RuntimeError:  # interpreter exit: no more threads
+                return
+            self._starting += 1
+
+    def _start_one(self) -> None:
         try:
             worker = self._factory()
-        finally:
+        except BaseException as exc:  # a background thread: nothing may escape it
+            error = exc if isinstance(exc, SandboxError) else SandboxError(
+                "container_start_failed", f"{type(exc).__name__}: {str(exc)[:300]}")
             with self._cond:
                 self._starting -= 1
+                self._last_start_error = error
                 self._cond.notify_all()
+            return
         with self._cond:
-            self._busy.add(worker)
+            self._starting -= 1
             self._counts["workers_started"] += 1
+            closed = self._closed
+            if not closed:
+                self._clean.append(worker)
+            self._cond.notify_all()
+        if closed:
+            worker.destroy()
+
+    def _take(self) -> Worker:
+        """A clean container for a lease: from the reserve, or started here when none is coming."""
+        deadline = time.monotonic() + LEASE_WAIT_S
+        with self._cond:
+            self._waiting += 1
+            try:
+                while True:
+                    if self._closed:
+                        raise SandboxError("sandbox_closed", "the sandbox was closed")
+                    if self._clean:
+                        worker = self._clean.pop()
+                        self._leased.add(worker)
+                        self._top_up()
+                        return worker
+                    nothing_coming = self._starting == 0 and self._purging == 0
+                    if self._room() and (nothing_coming or self._last_start_error is not None):
+                        self._starting += 1  # start one in this thread (and get its error, if any)
+                        break
+                    self._top_up()
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise SandboxError(
+                            "no_container", f"no sandbox container came free in {LEASE_WAIT_S:.0f} s: "
+                            f"{len(self._leased)} are held by live rollouts and pool_size caps them at "
+                            f"{self.pool_size}")
+                    self._cond.wait(min(remaining, 1.0))
+            finally:
+                self._waiting -= 1
+        try:
+            worker = self._factory()
+        except BaseException as exc:
+            with self._cond:
+                self._starting -= 1
+                if isinstance(exc, SandboxError):
+                    self._last_start_error = exc
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._starting -= 1
+            self._counts["workers_started"] += 1
+            self._last_start_error = None
+            if self._closed:
+                worker.destroy()
+                raise SandboxError("sandbox_closed", "the sandbox was closed")
+            self._leased.add(worker)
+            self._top_up()
+            self._cond.notify_all()
         return worker
 
-    def _release(self, worker: Worker) -> None:
+    def _recycle(self, worker: Worker) -> None:
+        """A lease let go of ``worker``: purge it for the next rollout, or destroy it."""
         with self._cond:
-            self._busy.discard(worker)
-            if worker.broken or self._closed:
+            if self._orphaned:
+                return  # a forked child's copy of the parent's container: not ours to touch
+            self._leased.discard(worker)
+            if self._closed:
+                destroy_now = True
+            else:
+                destroy_now = False
                 if worker.broken:
                     self._counts["workers_lost"] += 1
-                worker.destroy()
-            else:
-                self._idle.append(worker)
+                self._purging += 1  # counted until purged or destroyed, so the cap holds
+                try:
+                    self._purger.submit(self._destroy if worker.broken else self._purge, worker)
+                except RuntimeError:  # interpreter exit: no more threads
+                    self._purging -= 1
+                    destroy_now = True
+                self._top_up()
             self._cond.notify_all()
+        if destroy_now:
+            worker.destroy()
 
-    def _request(self, message: dict[str, Any], timeout_s: float, pinned: Worker | None = None,
-                 prefer: Worker | None = None) -> tuple[Worker, dict[str, Any]]:
-        worker = self._acquire(pinned, prefer)
-        with self._cond:
-            self._counts["requests"] += 1
+    def _purge(self, worker: Worker) -> None:
+        clean = False
         try:
-            return worker, worker.request(message, timeout_s)
-        finally:
-            self._release(worker)
+            clean = worker.request({"op": "purge"}, PURGE_TIMEOUT_S).get("clean") is True
+        except SandboxError:
+            pass
+        with self._cond:
+            keep = clean and not worker.broken and not self._closed and self._live() <= self._wanted()
+            if keep:
+                self._purging -= 1
+                self._clean.append(worker)
+                self._counts["purges"] += 1
+                self._cond.notify_all()
+                return
+            if not clean and not self._closed:
+                self._counts["workers_lost"] += 1
+        self._destroy(worker)
 
-    # ------------------------------------------------------------------ jobs
+    def _destroy(self, worker: Worker) -> None:
+        try:
+            worker.destroy()
+        finally:
+            with self._cond:
+                self._purging -= 1
+                self._top_up()
+                self._cond.notify_all()
+
+    def _count(self, name: str) -> None:
+        with self._cond:
+            self._counts[name] += 1
+
+    # ------------------------------------------------------------------ one-off use
 
     def run(self, job: Job) -> ExecutionResult:
-        """Run one job; retried once on another worker if the harness fails."""
-        message = {"op": "run", "job": job.to_wire()}
-        key = job.build_key
-        try:
-            with self._cond:
-                preferred = self._builders.get(key)
-            worker, reply = self._request(message, job.request_timeout_s, prefer=preferred)
-        except SandboxError as first:
-            if first.cause == "sandbox_closed":
-                raise
-            self.count_retry()
-            try:
-                worker, reply = self._request(message, job.request_timeout_s)
-            except SandboxError as second:
-                raise SandboxError(second.cause, f"{second.detail} (after a retry; first: {first})") from second
-        if key is not None:
-            with self._cond:
-                self._builders.pop(key, None)
-                self._builders[key] = worker
-                while len(self._builders) > 4096:
-                    self._builders.pop(next(iter(self._builders)))
-        return ExecutionResult.from_wire(reply.get("result") or {})
+        """Run one job in a container of its own (a one-job rollout)."""
+        with self.lease() as lease:
+            return lease.run(job)
+
+    def open_session(self, limits: Limits = SESSION_LIMITS) -> PythonSession:
+        """A Python session in a container of its own; closing it ends the lease."""
+        return PythonSession(self.lease(), limits, owns_lease=True)
+
+    def fork_floor(self, code: str) -> float:
+        with self.lease() as lease:
+            return lease.fork_floor(code)
 
     def count_retry(self) -> None:
         """A harness failure was absorbed by a retry (of a job, or of a session's rebuild)."""
-        with self._cond:
-            self._counts["retries"] += 1
+        self._count("retries")
 
     def stats(self) -> PoolStats:
         with self._cond:
-            return PoolStats(**self._counts, live_workers=len(self._idle) + len(self._busy))
-
-    def fork_floor(self, code: str) -> float:
-        """Benchmark primitive: bare fork + exec(code) + wait inside a worker, in seconds."""
-        _, reply = self._request({"op": "fork_floor", "code": code}, 30.0)
-        return float(reply["result"]["wall_s"])
-
-    def open_session(self, limits: Limits = SESSION_LIMITS) -> PythonSession:
-        return PythonSession(self, limits)
+            return PoolStats(**self._counts, live_workers=len(self._clean) + len(self._leased),
+                             leased_now=len(self._leased))
 
     # ------------------------------------------------------------------ lifetime
 
     def close(self) -> None:
         with self._cond:
+            if self._closed:
+                return
             self._closed = True
-            idle, self._idle = self._idle, []
+            doomed = [*self._clean, *self._leased]
+            self._clean.clear()
+            self._leased.clear()
             self._cond.notify_all()
-        for worker in idle:
-            worker.destroy()
-        # busy workers are destroyed by _release when their request returns
+        for worker in doomed:
+            worker.broken = True
+        self._starter.shutdown(wait=False, cancel_futures=True)
+        _destroy_concurrently(doomed)
+        self._purger.shutdown(wait=True)
+        with self._cond:
+            self._starting = 0  # cancelled starts never ran; the running ones destroy what they make
 
     @property
     def closed(self) -> bool:
@@ -205,60 +426,83 @@ class Sandbox:
 
 
 def _forget_after_fork(self: Sandbox) -> None:
-    """In a forked child (AsyncVectorEnv workers, multiprocessing): the parent's workers are
+    """In a forked child (AsyncVectorEnv workers, multiprocessing): the parent's containers are
     not ours. Drop them without destroying them, so neither side breaks the other."""
     self._finalizer.detach()
-    self._idle, self._busy = [], set()
+    self._clean, self._leased = [], set()
     self._cond = threading.Condition()
     self._closed = True
+    self._orphaned = True
 
 
 _all_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 
 
-def _destroy_all(idle: list[Worker], busy: set[Worker]) -> None:
-    for worker in [*idle, *busy]:
-        worker.destroy()
+def _destroy_all(clean: list[Worker], leased: set[Worker]) -> None:
+    _destroy_concurrently([*clean, *leased])
+
+
+def _destroy_concurrently(workers: list[Worker]) -> None:
+    """Remove many containers at once (one ``docker rm`` takes ~0.1 s); serially where threads
+    can no longer start (at interpreter exit)."""
+    threads = []
+    for chunk in range(START_CONCURRENCY):
+        part = workers[chunk::START_CONCURRENCY]
+        if part:
+            thread = threading.Thread(target=lambda part=part: [w.destroy() for w in part], daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:
+                for worker in part:
+                    worker.destroy()
+                continue
+            threads.append(thread)
+    for thread in threads:
+        thread.join()
 
 
 class PythonSession:
-    """A REPL-like Python process in one worker; globals survive across turns.
+    """A REPL-like Python process in a rollout's container; globals survive across turns.
 
-    If the worker dies (a harness failure) the session is rebuilt once on another worker by
-    replaying the turns that completed, then the turn is retried. If the agent's own code
-    ends the session (time-out, output flood), the next turn starts a fresh one:
+    If the container dies (a harness failure) the session is rebuilt once in the lease's fresh
+    container by replaying the turns that completed, then the turn is retried. If the agent's
+    own code ends the session (time-out, output flood), the next turn starts a fresh one:
     ``restarts`` counts those, and the env tells the agent its state is gone.
     """
 
-    def __init__(self, sandbox: Sandbox, limits: Limits):
-        self.sandbox = sandbox
+    def __init__(self, lease: Lease, limits: Limits, owns_lease: bool = False):
+        self.lease = lease
+        self.sandbox = lease.sandbox
         self.limits = limits
         self.history: list[str] = []
         self.restarts = 0  # the agent's own code ended the session: its state is gone
         self.rebuilds = 0  # the harness lost the session: it was rebuilt by replaying history
-        self._worker: Worker | None = None
+        self._owns_lease = owns_lease
         self._name: str | None = None
+        self._generation = -1  # the lease's container the session lives in
 
     def _open(self) -> None:
         lifetime = dataclasses.replace(self.limits, cpu_s=SESSION_LIFETIME_S, wall_s=SESSION_LIFETIME_S)
-        worker, reply = self.sandbox._request({"op": "session_open", "limits": lifetime.to_wire()}, 30.0)
-        self._worker, self._name = worker, reply["session"]
+        reply = self.lease.request({"op": "session_open", "limits": lifetime.to_wire()}, 30.0)
+        self._name, self._generation = reply["session"], self.lease.generation
 
     def _turn(self, code: str, fetch: str | None) -> ExecutionResult:
-        if self._worker is None:
+        if self._name is not None and (self.lease.worker is None or self.lease.worker.broken
+                                       or self._generation != self.lease.generation):
+            raise SandboxError("session_lost", "the rollout's container was replaced")
+        if self._name is None:
             self._open()
-        _, reply = self.sandbox._request(
+        reply = self.lease.request(
             {"op": "session_run", "session": self._name, "code": code, "fetch": fetch,
              "limits": self.limits.to_wire()},
-            self.limits.wall_s + 15.0, pinned=self._worker)
+            self.limits.wall_s + 15.0)
         raw = reply.get("result") or {}
         if raw.get("status") == "session_ended":
             raise SandboxError("session_lost", str(raw.get("detail", "the session is gone")))
         return ExecutionResult.from_wire(raw)
 
     def _rebuild(self) -> None:
-        self.close()  # best effort: the old worker may still be alive with our processes in it
-        self._worker = self._name = None
+        self._name = None
         for past in self.history:
             self._turn(past, None)
 
@@ -267,7 +511,7 @@ class PythonSession:
         try:
             result = self._turn(code, fetch)
         except SandboxError as first:
-            if first.cause == "sandbox_closed":
+            if first.cause in ("sandbox_closed", "lease_released", "no_container"):
                 raise
             self.sandbox.count_retry()
             try:
@@ -277,7 +521,7 @@ class PythonSession:
             except SandboxError as second:
                 raise SandboxError(second.cause, f"{second.detail} (after a retry; first: {first})") from second
         if result.session_ended:
-            self._worker = self._name = None
+            self._name = None
             self.history = []
             self.restarts += 1
         elif code:
@@ -285,11 +529,16 @@ class PythonSession:
         return result
 
     def close(self) -> None:
-        worker, name = self._worker, self._name
-        self._worker = self._name = None
-        if worker is not None and not worker.broken and not self.sandbox.closed:
+        """End the session (and its lease, when it has one of its own)."""
+        name, self._name = self._name, None
+        if self._owns_lease:
+            self.lease.release()  # the purge ends the session with everything else
+            return
+        worker = self.lease.worker
+        if (name is not None and not self.lease.released and worker is not None and not worker.broken
+                and self._generation == self.lease.generation):
             try:
-                self.sandbox._request({"op": "session_close", "session": name}, 30.0, pinned=worker)
+                self.lease.request({"op": "session_close", "session": name}, 30.0)
             except SandboxError:
                 pass
 

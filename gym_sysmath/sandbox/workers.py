@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from gym_sysmath.sandbox import seccomp
 from gym_sysmath.sandbox.channel import DockerStreamSource, FdSource, FrameReader, encode_frame
 from gym_sysmath.sandbox.execution import SandboxError
 
-PROTOCOL_VERSION = 1  # must equal the supervisor's
+PROTOCOL_VERSION = 2  # must equal the supervisor's
 LABEL_SANDBOX = "gym_sysmath.sandbox"
 LABEL_OWNER = "gym_sysmath.owner"
 RUNTIME_VARIABLE = "GYM_SYSMATH_DOCKER_RUNTIME"
@@ -120,13 +121,16 @@ class DockerWorker(Worker):
             self.container = client.containers.create(
                 image,
                 name=self.container_name,
-                command=["--scratch", "/scratch", "--uid-base", str(_fresh_uid_base()),
+                command=["--scratch", "/scratch", "--uid-base", str(_fresh_uid_base()), "--own-pid-namespace",
                          "--session-disk-mib", str(settings.session_disk_bytes // 2**20)],
                 stdin_open=True,
                 detach=True,
                 network_mode="none",
                 read_only=True,
-                tmpfs={"/scratch": f"size={settings.scratch_bytes},mode=0711,exec"},
+                # An empty read-only /dev/pts: no pty (the kernel's pty pool is the host's), and
+                # /dev/ptmx, a link into it, leads nowhere.
+                tmpfs={"/scratch": f"size={settings.scratch_bytes},mode=0711,exec",
+                       "/dev/pts": "ro,size=4k,mode=0755"},
                 # no /dev/shm, no SysV IPC, no POSIX queues: nothing writable outlives a job but its dir
                 ipc_mode="none",
                 sysctls={"kernel.shmmax": "0", "kernel.shmall": "0", "kernel.shmmni": "0", "kernel.msgmni": "0",
@@ -136,8 +140,11 @@ class DockerWorker(Worker):
                 pids_limit=settings.pids_limit,
                 nano_cpus=int(settings.cpus * 1e9),
                 cap_drop=["ALL"],
-                cap_add=["SETUID", "SETGID", "KILL", "CHOWN"],
-                security_opt=["no-new-privileges"],
+                # The supervisor's own rights (jobs drop every capability with their uid): switching
+                # uids, signalling and handing files to a job, and reading and removing what a
+                # job left in its private (0700) dir.
+                cap_add=["SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER"],
+                security_opt=["no-new-privileges", *filter(None, [seccomp.security_option()])],
                 ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
                 labels={LABEL_SANDBOX: "1", LABEL_OWNER: owner},
                 user="0",

@@ -34,7 +34,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 DRAIN_GRACE_S = 0.05
 IS_ROOT = os.geteuid() == 0
@@ -282,10 +282,8 @@ class StageRunner:
         if pid == 0:  # child: the exec replaces this copy of the supervisor's memory
             report = fds[3]
             try:
-                # a compiler's output must stay readable to the supervisor, for the build cache
-                umask = 0o077 if self.program_is_jobs else 0o022
-                (report,) = _enter_sandbox(self.uid, self.workdir, self.limits, fds[:3], keep=(fds[3],),
-                                           umask=umask)
+                # 077 for compilers too: the supervisor reads a build through CAP_DAC_OVERRIDE
+                (report,) = _enter_sandbox(self.uid, self.workdir, self.limits, fds[:3], keep=(fds[3],))
                 if files:
                     _write_files(files)
             except BaseException as exc:  # before the job's code ran: the sandbox's failure
@@ -402,6 +400,8 @@ class StageRunner:
             "cpu_s": round(cpu, 6),
             "peak_memory_bytes": maxrss_kb * 1024,
         }
+        if killed_for is None and (truncated[out_r] or truncated[err_r]):
+            killed_for = "output_limit"  # it passed a cap and exited before we read past it
         result["status"] = classify(result, killed_for, self.limits, bytes(buffers[err_r]))
         return result
 
@@ -459,15 +459,15 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _prepare_workdir(uid: int, workdir: str, program: str | None = None, mode: int = 0o711) -> None:
-    """A fresh dir owned by the job's uid (the scratch root itself is root's), holding a copy of
-    ``program`` as ``prog`` when given (a cached build). Mode 0711 lets the supervisor fetch a
-    compiled binary for the build cache; the name is unguessable, the scratch root unlistable."""
-    os.mkdir(workdir, mode)
+def _prepare_workdir(uid: int, workdir: str, program: str | None = None) -> None:
+    """A fresh dir owned by the job's uid alone (mode 0700; the scratch root itself is root's and
+    unlistable), holding a copy of ``program`` as ``prog`` when given (a cached build). The
+    supervisor reaches into it for the build cache through CAP_DAC_OVERRIDE, no other uid can."""
+    os.mkdir(workdir, 0o700)
     if program is not None:
         target = os.path.join(workdir, "prog")
         shutil.copyfile(program, target)
-        os.chmod(target, 0o755)
+        os.chmod(target, 0o700)
         if IS_ROOT:
             os.chown(target, uid, uid)
     if IS_ROOT:
@@ -802,7 +802,7 @@ class Session:
         self.disk_used = (0, 0)  # bytes and files its turns have added to the scratch
         self.ended: str | None = None
         self.turn = 0  # echoed in each reply: a frame for another turn is stale or forged
-        _prepare_workdir(uid, workdir, mode=0o700)  # nothing of the supervisor's goes in here
+        _prepare_workdir(uid, workdir)  # nothing of the supervisor's goes in here
         ctrl_r, self.ctrl_w = os.pipe()
         self.status_r, status_w = os.pipe()
         self.out_r, out_w = os.pipe()
@@ -830,6 +830,7 @@ class Session:
         started = time.monotonic()
         deadline = started + turn_limits["wall_s"]
         usage_before = _scratch_usage(self.workdir) if self.disk else (0, 0)
+        last_pid_before = _last_pid()
         self._signal(signal.SIGCONT)
         self.turn += 1
         try:
@@ -875,6 +876,8 @@ class Session:
                     break
         if reply is not None:
             self._drain_into(buffers, caps, truncated)
+            if killed_for is None and any(truncated.values()):
+                killed_for = "output_limit"  # past a cap in what it wrote just before replying
         result = {
             "exit_code": None,
             "signal": None,
@@ -909,8 +912,11 @@ class Session:
         if fetch:
             result["defined"] = reply.get("defined") is True
             result["value"] = _sanitize_value(reply.get("value"))
-        self._kill_stragglers()
-        self._signal(signal.SIGSTOP)  # its threads must not run between turns
+        if not self._stop_between_turns(last_pid_before):
+            result["stderr"] += "\nsandbox: the session's threads did not stop after the turn; the session was ended\n"
+            self._terminate("its threads did not stop between turns")
+            result["session_ended"] = True
+            return result
         if self.disk and self._over_disk_budget(usage_before):
             result["status"] = "output_limit"
             result["stderr"] += (f"\nsandbox: the session's files passed {self.disk.bytes // 2**20} MiB or "
@@ -934,19 +940,24 @@ class Session:
             if reply is None or not isinstance(reply, dict) or "protocol" in reply or reply.get("turn") == self.turn:
                 return reply, buffer
 
-    def _kill_stragglers(self) -> None:
-        """A turn's background processes end with the turn: only the session process stays.
+    def _stop_between_turns(self, last_pid_before: int | None) -> bool:
+        """Nothing of the turn runs on while the agent thinks: only the stopped session stays.
 
-        First ``kill(-1, SIGSTOP)`` as the session's uid freezes every process of it at once
-        (a fork chain cannot outrun that), then each is killed but the session process, which
-        stays stopped until its next turn.
+        In the container's own pid namespace pids are handed out in order, so an unchanged
+        ``ns_last_pid`` proves the turn made no process and no thread: stopping the session is
+        enough. Otherwise ``kill(-1, SIGSTOP)`` as the session's uid stops every process of that
+        uid in one pass under the kernel's task-list lock, which a fork cannot complete across;
+        then every stopped process but the session is killed, and the session's threads are seen
+        stopped (their writes have landed) before the disk budget is measured.
         """
+        self._signal(signal.SIGSTOP)
+        if last_pid_before is not None and _last_pid() == last_pid_before:
+            return _wait_stopped(self.pid)
         keep = self.pid if self._alive() else None
-        if not _live_uid_processes(self.uid, keep):  # the usual turn: nothing to freeze, no fork
-            return
         if IS_ROOT:  # never as an ordinary host user (process backend): -1 would be all their processes
             _as_uid(self.uid, lambda: os.kill(-1, signal.SIGSTOP), deadline_s=5.0)
         _kill_uid_processes(self.uid, keep=keep)
+        return keep is None or _wait_stopped(keep)
 
     def _alive(self) -> bool:
         if self.pidfd < 0:
@@ -1005,6 +1016,50 @@ SESSION_REPLY_MAX_BYTES = 8 * 1024 * 1024
 SESSION_FILES = 10_000  # files and dirs a session may keep in the scratch (see DiskBudget)
 
 
+#: Set by ``--own-pid-namespace`` (the Docker backend): the supervisor's container is its pid
+#: namespace, so ``ns_last_pid`` counts only this rollout's forks.
+OWN_PID_NAMESPACE = False
+
+
+def _last_pid() -> int | None:
+    """The last pid this pid namespace handed out, or None where it says nothing (a host)."""
+    if not OWN_PID_NAMESPACE:
+        return None
+    try:
+        with open("/proc/sys/kernel/ns_last_pid") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+def _wait_stopped(pid: int, deadline_s: float = 1.0) -> bool:
+    """Wait until every thread of ``pid`` is stopped (or gone): a stop signal is only delivered
+    as each thread leaves the kernel, so until then a write of its may still be landing."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            states = []
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                fields = _task_stat_fields(pid, tid)
+                if fields:
+                    states.append(fields[0])
+        except OSError:
+            return True
+        if all(state in ("T", "t", "Z", "X") for state in states):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0)  # yield the CPU so the stop can be delivered
+
+
+def _task_stat_fields(pid: int, tid: str) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _live_uid_processes(uid: int, keep: int | None = None) -> list[int]:
     """Pids of ``uid``'s processes but ``keep``, skipping the truly dead (a zombie leader whose
     other threads still run counts as alive)."""
@@ -1037,6 +1092,61 @@ def _kill_uid_processes(uid: int, keep: int | None = None, deadline_s: float = 2
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def _job_uids() -> set[int]:
+    """Uids of the live processes that are not root's: every job and session process."""
+    uids = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                uid = os.stat(f"/proc/{entry}").st_uid
+            except OSError:
+                continue
+            if uid != 0:
+                uids.add(uid)
+    return uids
+
+
+def _kill_job_processes(deadline_s: float = 5.0) -> bool:
+    """Kill every process not root's, one ``kill(-1)`` per uid, until a scan finds none alive."""
+    if not IS_ROOT:
+        return True  # the process backend as a host user: its jobs ran as this user, purged by uid
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        live = {uid for uid in _job_uids() if _live_uid_processes(uid)}
+        if not live:
+            return True
+        for uid in live:
+            _as_uid(uid, lambda: os.kill(-1, signal.SIGKILL), deadline_s=2.0)
+        _reap_children()
+    return False
+
+
+def _residue(scratch: str, own_pids: set[int]) -> list[str]:
+    """What a purge left that a next rollout could see: processes, files, sockets, IPC."""
+    problems = []
+    if IS_ROOT and OWN_PID_NAMESPACE:
+        strangers = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) not in own_pids:
+                fields = _proc_stat_fields(int(entry))
+                if fields and fields[0] not in ("Z", "X"):
+                    strangers.append(entry)
+        if strangers:
+            problems.append(f"processes left: {', '.join(strangers[:8])}")
+    left = [name for name in os.listdir(scratch) if name != ".build-cache"]
+    if left or os.listdir(os.path.join(scratch, ".build-cache")):
+        problems.append(f"files left in the scratch: {', '.join(left[:8]) or '.build-cache'}")
+    if OWN_PID_NAMESPACE:
+        try:
+            with open("/proc/net/unix") as handle:
+                named = [line.split()[-1] for line in handle.readlines()[1:] if len(line.split()) >= 8]
+        except OSError:
+            named = []
+        if named:
+            problems.append(f"unix sockets left: {', '.join(named[:8])}")
+    return problems
 
 
 def _try_parse_frame(buffer: bytearray, max_size: int = SESSION_REPLY_MAX_BYTES):
@@ -1213,6 +1323,8 @@ class Supervisor:
             if session:
                 session.close()
             return {"ok": True}
+        if op == "purge":
+            return self.purge()
         if op == "fork_floor":
             return {"ok": True, "result": self.fork_floor(request["code"])}
         return {"ok": False, "error": f"unknown op {op!r}"}
@@ -1272,6 +1384,35 @@ class Supervisor:
         self.sessions[name] = Session(uid, os.path.join(self.scratch, name), session_limits, self.session_disk)
         return {"ok": True, "session": name}
 
+    def purge(self) -> dict:
+        """The rollout is over: nothing it made may reach the next rollout in this container.
+
+        Every session ends, every process of a job uid is killed (by uid, with ``kill(-1)``, until
+        none is left), the whole scratch is emptied (the build cache with it: its entries were
+        built where the rollout's code ran), and what is left is checked. ``clean`` is False when
+        anything survived; the host then destroys the container instead of reusing it.
+        """
+        for name in list(self.sessions):
+            self.sessions.pop(name).close()
+        problems = []
+        if not _kill_job_processes():
+            problems.append("job processes survived")
+        try:
+            _empty_dir(self.scratch)
+        except (OSError, RecursionError):
+            subprocess.run(["find", self.scratch, "-mindepth", "1", "-delete"], stderr=subprocess.DEVNULL,
+                           check=False)
+        self.builds = BuildCache(self.builds.root)
+        try:
+            os.makedirs(self.builds.root, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            problems.append(f"cannot remake the build cache: {exc}")
+        problems += _residue(self.scratch, {os.getpid(), ZYGOTE.pid, 1})
+        global RETIRE_REQUESTED
+        if not problems:
+            RETIRE_REQUESTED = False  # whatever a job left that could not be cleaned is gone now
+        return {"ok": True, "clean": not problems, "detail": "; ".join(problems)[:500]}
+
     def fork_floor(self, source: str) -> dict:
         """The bare floor for the benchmark: fork, exec(code) in the child, wait. No isolation."""
         started = time.monotonic()
@@ -1308,6 +1449,7 @@ def serve(in_fd: int, out_fd: int, supervisor: Supervisor) -> None:
 
 
 def main(argv: list[str]) -> int:
+    global OWN_PID_NAMESPACE, ZYGOTE
     scratch = "/scratch"
     uid_base = 20000
     session_disk = None
@@ -1318,6 +1460,8 @@ def main(argv: list[str]) -> int:
             scratch = args.pop(0)
         elif flag == "--uid-base":
             uid_base = int(args.pop(0))
+        elif flag == "--own-pid-namespace":
+            OWN_PID_NAMESPACE = True
         elif flag == "--session-disk-mib":
             session_disk = DiskBudget(int(args.pop(0)) * 1024 * 1024, SESSION_FILES)
         else:
@@ -1334,7 +1478,6 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # jobs control the other ends of our pipes
     for module in PRELOADED_MODULES:
         __import__(module)
-    global ZYGOTE
     ZYGOTE = Zygote()  # before the first request: it must never hold one
     os.makedirs(scratch, exist_ok=True)
     supervisor = Supervisor(scratch, uid_base, session_disk)
