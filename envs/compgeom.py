@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gym_sysmath.actions import CodeAction, FinalAction
+from gym_sysmath.actions import Reply
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.sandbox import ExecutionResult, Job, Limits, Sandbox
 from gym_sysmath.tasks import compgeom
@@ -18,6 +18,7 @@ PERF_LIMITS = Limits(wall_s=30.0, cpu_s=20.0, memory_bytes=2 * 1024**3, stdout_b
 PERF_REPEATS = 5
 PERF_COPIES = 40  # variants of each hidden input: long enough to time, short enough to wait for
 COMPILE_OUTPUT_CHARS = 4000
+STDERR_CHARS = 2000  # of a failing public run: the harness's first traceback and the candidate's own output
 
 
 class CompGeomEnv(SysmathEnv):
@@ -116,35 +117,46 @@ class CompGeomEnv(SysmathEnv):
         self._current = chosen
         self._candidate = None
         self._public = None
-        return Task(chosen.task_id, self.family, chosen.prompt, None,
+        return Task(chosen.task_id, self.family, compgeom.prompt_for(chosen, self.max_turns), None,
                     {"primitive": chosen.primitive, "language": chosen.language})
 
     # ------------------------------------------------------------------ actions
 
-    def _on_code(self, action: CodeAction) -> ToolTurn | Grade:
+    reads_answers = False  # the answer is the code
+
+    def _languages(self) -> tuple[str, ...]:
+        assert self._current is not None
+        return (self._current.language,)
+
+    def _tool_turn(self, reply: Reply) -> ToolTurn:
         task = self._current
-        assert task is not None
-        if action.language != task.language:
-            if self.turn >= self.max_turns:
-                return self._submit()
-            return ToolTurn(f"This task is in {task.language}: reply with a ```{task.language} block "
-                            f"holding the whole {task.candidate_file}.")
-        self._candidate = action.code
-        if self.turn >= self.max_turns:
-            return self._submit()
+        assert task is not None and reply.code is not None
+        self._candidate = reply.code.code
         result = self._run("public")
         self._public = None
         text = [self._compile_report(result)]
         if result.status == "ok":
             self._public = compgeom.compare(task.public_cases, result.stdout)
             text.append("Public tests: " + compgeom.describe_failures(self._public, task.public_cases))
+            if not self._public.ok and result.stderr.strip():
+                text.append("Your program's standard error:" + _head_and_tail(result.stderr, STDERR_CHARS))
         elif result.status != "compile_error":
-            text.append(f"The run failed: {result.status}." + _tail(result.stderr))
+            text.append(f"The run failed: {result.status}." + _head_and_tail(result.stderr, STDERR_CHARS))
         text.append(f"[turn {self.turn} of {self.max_turns}; reply without a code block to submit]")
         return ToolTurn("\n".join(part for part in text if part), self._metrics(result, self._public))
 
-    def _grade_final(self, action: FinalAction) -> Grade:
+    def _grade_final(self, reply: Reply) -> Grade:
         return self._submit()
+
+    def _grade_last_turn(self, reply: Reply) -> Grade:
+        if reply.kind(self.reads_answers) == "code":
+            assert reply.code is not None
+            self._candidate = reply.code.code
+            return self._submit()
+        why = "its code was cut off" if reply.cut is not None else "it held no block in the task's language"
+        grade = self._submit()
+        return Grade(grade.verdict, f"the last reply was not a candidate ({why}), so the previous one was graded"
+                     + (f"; {grade.detail}" if grade.detail else ""), grade.info, grade.bonus)
 
     def _submit(self) -> Grade:
         task = self._current
@@ -218,8 +230,8 @@ class CompGeomEnv(SysmathEnv):
         if compiled is None:  # Python: nothing to build
             return ""
         if compiled.status == "ok":
-            return "Build: ok" + (" (cached)" if compiled.cached else "") + _tail(compiled.stderr)
-        return f"Build failed ({compiled.status}):" + _tail(compiled.stderr or compiled.stdout)
+            return "Build: ok" + (" (cached)" if compiled.cached else "") + _head_and_tail(compiled.stderr)
+        return f"Build failed ({compiled.status}):" + _head_and_tail(compiled.stderr or compiled.stdout)
 
     def _metrics(self, result: ExecutionResult | None, report: compgeom.CaseReport | None,
                  hidden: bool = False) -> dict[str, Any]:
@@ -257,10 +269,14 @@ def sandbox_runner(sandbox: Sandbox):
     return run
 
 
-def _tail(text: str, limit: int = COMPILE_OUTPUT_CHARS) -> str:
+def _head_and_tail(text: str, limit: int = COMPILE_OUTPUT_CHARS) -> str:
+    """``text`` on a new line, cut in the middle when longer than ``limit``: a compiler's first
+    errors (the cause) and its last lines (the count) both survive."""
     text = text.strip("\n")
     if not text:
         return ""
     if len(text) > limit:
-        text = "[...]\n" + text[-limit:]
+        head = text[: limit * 2 // 3]
+        tail = text[len(text) - (limit - len(head)):]
+        text = f"{head}\n[... {len(text) - len(head) - len(tail)} characters cut ...]\n{tail}"
     return "\n" + text

@@ -6,20 +6,20 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from gym_sysmath.actions import CodeAction, FinalAction
-from gym_sysmath.answers import choose_answer, find_answers, unwrap
+from gym_sysmath.actions import Reply
+from gym_sysmath.answers import choose_answer, unwrap
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
-from gym_sysmath.exact import exact_equal, is_json_primitive_list
+from gym_sysmath.exact import answer_matches, exact_equal, is_json_primitive_list
 from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import csapp
 from gym_sysmath.verdicts import Grade, Verdict
 
 
 def _parse_or_none(raw: str) -> list | None:
-    """The JSON list on an ANSWER line, after markdown wrappers (``**``, backticks, ``$``) and a
-    closing period; None when it is not one."""
+    """The list on an ANSWER line (JSON, or a Python list display), after markdown wrappers
+    (``**``, backticks, ``$``) and a closing period; None when it is not one."""
     try:
-        return csapp.parse_answer_value(unwrap(raw.strip().rstrip(".")))
+        return csapp.read_answer_value(unwrap(raw.strip().rstrip(".")))
     except ValueError:
         return None
 
@@ -35,18 +35,27 @@ class CsappExactEnv(SysmathEnv):
     turns, like a programmer at a REPL, then answers.
 
     ## Action Space
-    `Text` (printable ASCII, newline, tab). A ```python fenced block is a tool turn: it runs in
-    a persistent sandboxed Python session (globals survive across turns) and its output comes
-    back as the next observation. Any other action is final: it is graded by its
-    `ANSWER: [...]` line (a JSON list), or, without one, by the list the session holds in
-    `result`. After `max_turns` tool turns the episode is graded from `result`.
+    `Text` (see `gym_sysmath.spaces`); any `str` is accepted, Unicode included. The protocol,
+    the same in every family (`gym_sysmath.actions`): a reply with an `ANSWER:` line outside
+    code fences is final and graded by it (its code is not run); a reply with a complete
+    ```python block (also ```py, ```python3, a bare fence) and no ANSWER line is a tool turn,
+    run in a persistent sandboxed session (globals survive) whose output is the next
+    observation; any other reply (an empty one too) is final and graded by the list the
+    session holds in `result`. On the `max_turns`-th turn a reply without an ANSWER line has
+    its python block run, then `result` is graded. A block in another language
+    (```javascript) is reported, never run; a reply cut off inside an unclosed fence runs
+    nothing and is told so (the turn counts). `info["detail"]` says what was read.
 
     ## Observation Space
-    `Text`: the task prompt at reset, then the tool output and a status line per turn.
+    `Text`: the task prompt at reset, then the tool output (Unicode as text) and a status line
+    per turn.
 
     ## Rewards
-    1.0 only when the answer equals the key exactly: same length, same types (`true` is not
-    `1`, `"0x2a"` is not `42`), floats by bit pattern (`-0.0` is not `0.0`). Otherwise 0.0.
+    1.0 only when the answer is the key: the same length, and element by element the same
+    value of the same JSON type. A number is a number however it is spelled (`3`, `3.0` and
+    `3e0` are the key `3.0`), floats by bit pattern (`0` is not `-0.0`; NaN by its bits);
+    `true` is not `1`, `"0x2a"` is not `42`. A Python list display (`[1, '0x2a', True]`)
+    reads as its JSON twin. Several different ANSWER values score 0. Otherwise 0.0.
 
     ## Starting State
     `reset(seed=..., options=...)` draws a task with the env's RNG; `options` may carry
@@ -121,55 +130,69 @@ class CsappExactEnv(SysmathEnv):
         )
 
     def _prompt(self, task: csapp.CsappTask) -> str:
+        if self.max_turns == 1:
+            return (
+                f"{task.instruction}\n\n"
+                "This is your only reply: no tool output comes back. End it with a line\n"
+                "ANSWER: [ ... ]\n"
+                "holding the JSON list, outside any code block. (A reply without an ANSWER line is graded by "
+                "the list its ```python block leaves in a variable named `result`.)"
+            )
         return (
             f"{task.instruction}\n\n"
-            f"You may run Python in a persistent session by replying with a ```python block "
-            f"(up to {self.max_turns} turns). Finish with a reply that has no code block and a line\n"
+            f"You have {self.max_turns} replies. A reply with a ```python block and no ANSWER line runs the "
+            f"block in a persistent Python session and shows you its output. To finish, reply with a line\n"
             "ANSWER: [ ... ]\n"
-            "holding the JSON list, or leave the list in a variable named `result` and reply without "
-            "an ANSWER line."
+            "holding the JSON list, outside any code block (code in that reply is not run); or leave the list "
+            "in a variable named `result` and reply without an ANSWER line or code."
         )
 
     # ------------------------------------------------------------------ actions
 
-    def _on_code(self, action: CodeAction) -> ToolTurn | Grade:
-        if action.language != "python":
-            observation = f"Only ```python blocks run in this environment, not {action.language}."
-            if self.turn >= self.max_turns:
-                return self._grade_session()
-            return ToolTurn(observation)
-        turn = self._python_turn(action.code)
-        if self.turn >= self.max_turns:
-            return self._grade_session()
-        return turn
+    def _tool_turn(self, reply: Reply) -> ToolTurn:
+        assert reply.code is not None
+        return self._python_turn(reply.code.code)
 
-    def _grade_final(self, action: FinalAction) -> Grade:
-        choice = choose_answer(find_answers(action.text), _parse_or_none, exact_equal)
+    def _grade_last_turn(self, reply: Reply) -> Grade:
+        if reply.kind(self.reads_answers) == "code":
+            assert reply.code is not None
+            self._python_turn(reply.code.code)
+            return self._grade_session("its code ran, then `result` was read")
+        return self._grade_session("nothing ran; `result` was read")
+
+    def _grade_final(self, reply: Reply) -> Grade:
+        assert self.task is not None
+        key = self.task.answer
+
+        def same(a: list, b: list) -> bool:
+            return exact_equal(a, b) or (answer_matches(key, a) and answer_matches(key, b))
+
+        choice = choose_answer(list(reply.answers), _parse_or_none, same)
         if choice.status == "missing":
-            return self._grade_session()
+            return self._grade_session("`result` was read")
         if choice.status == "unparseable":
-            return Grade(Verdict.FORMAT_ERROR, "the ANSWER value is not a non-empty JSON list of numbers, "
-                                               "booleans and strings")
+            return Grade(Verdict.FORMAT_ERROR, "the ANSWER value is not a non-empty list (JSON, or a Python list "
+                                               "display) of numbers, booleans and strings")
         if choice.status == "several":
             return Grade(Verdict.WRONG_ANSWER, "several different ANSWER values were given")
         return self._compare(choice.value)
 
-    def _grade_session(self) -> Grade:
+    def _grade_session(self, how: str) -> Grade:
         if self._session is None:
-            return Grade(Verdict.FORMAT_ERROR, "no ANSWER line, and no code ran to set `result`")
+            return Grade(Verdict.FORMAT_ERROR, f"{how}: no ANSWER line, and no code ran to set `result`")
         read = self._session.run("", fetch="result")
         if not read.defined:
-            return Grade(Verdict.FORMAT_ERROR, "no ANSWER line, and `result` is not set in the session")
+            return Grade(Verdict.FORMAT_ERROR, f"{how}: no ANSWER line, and `result` is not set in the session")
         if not is_json_primitive_list(read.value):
-            return Grade(Verdict.FORMAT_ERROR, "`result` must be a non-empty list of ints, floats, bools "
+            return Grade(Verdict.FORMAT_ERROR, f"{how}: `result` must be a non-empty list of ints, floats, bools "
                                                "and strings")
-        return self._compare(read.value)
+        return self._compare(read.value, how)
 
-    def _compare(self, value: list) -> Grade:
+    def _compare(self, value: list, how: str = "") -> Grade:
         assert self.task is not None
-        if exact_equal(self.task.answer, value):
-            return Grade(Verdict.CORRECT)
-        return Grade(Verdict.WRONG_ANSWER)
+        if answer_matches(self.task.answer, value):
+            return Grade(Verdict.CORRECT, how)
+        return Grade(Verdict.WRONG_ANSWER, how)
 
     @property
     def current_task(self) -> csapp.CsappTask | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gym_sysmath.actions import CodeAction, FinalAction
+from gym_sysmath.actions import Reply
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import linalg
@@ -22,10 +22,16 @@ class LinearAlgebraEnv(SysmathEnv):
     numpy/sympy from seeded integer inputs, exact where the math allows.
 
     ## Action Space
-    `Text`. Free reasoning ending with `ANSWER: <value>`: a scalar (`6`, `-1/3`, `0.25`), a
-    vector (`[1, 0, -2]`), a matrix (`[[1, 2], [3, 4]]`) or `true`/`false`. With
-    `max_turns > 1`, a ```python block runs in a sandboxed session (numpy and sympy available)
-    and its output is the next observation.
+    `Text` (see `gym_sysmath.spaces`); any `str` is accepted, Unicode included. Free reasoning
+    with a line `ANSWER: <value>` outside code fences: a scalar (`6`, `-1/3`, `0.25`, `\\frac{1}{3}`,
+    `\u22123`), a vector (`[1, 0, -2]`), a matrix (`[[1, 2], [3, 4]]`, a LaTeX `pmatrix`) or
+    `true`/`false`. The protocol is the same in every family (`gym_sysmath.actions`): a reply
+    with an ANSWER line is final and graded by it (its code is not run); with `max_turns > 1`,
+    a reply with a complete ```python block and no ANSWER line is a tool turn, run in a
+    sandboxed session (numpy and sympy available) whose output is the next observation; any
+    other reply is final. On the last turn (every turn when `max_turns` is 1) code is not run
+    and the reply must hold the ANSWER line. A cut-off fence runs nothing and is told so; a
+    block in another language is reported. `info["detail"]` says what was read.
 
     ## Observation Space
     `Text`: the problem, then tool output on tool turns.
@@ -104,14 +110,17 @@ class LinearAlgebraEnv(SysmathEnv):
         return Task(problem.problem_id, self.family, prompt, problem.answer,
                     {"topic": problem.topic, "difficulty": problem.difficulty, "split": self.split})
 
-    def _on_code(self, action: CodeAction) -> ToolTurn | Grade:
-        if self.max_turns == 1 or self.turn >= self.max_turns or action.language != "python":
-            return self._grade_final(FinalAction(action.text))
-        return self._python_turn(action.code)
+    def _tool_turn(self, reply: Reply) -> ToolTurn:
+        assert reply.code is not None
+        return self._python_turn(reply.code.code)
 
-    def _grade_final(self, action: FinalAction) -> Grade:
+    def _grade_last_turn(self, reply: Reply) -> Grade:
+        grade = self._grade_final(reply)
+        return Grade(grade.verdict, "code is not run on the last turn; " + grade.detail, grade.info)
+
+    def _grade_final(self, reply: Reply) -> Grade:
         assert self._problem is not None
-        outcome = linalg.grade(self._problem, action.text)
+        outcome = linalg.grade(self._problem, reply.text)
         return Grade(Verdict(outcome.verdict), outcome.detail, {"format_ok": outcome.format_ok})
 
     def reference_action(self) -> str:

@@ -18,10 +18,10 @@ from gymnasium.error import ResetNeeded
 from gym_sysmath.actions import (
     MAX_ACTION_CHARS,
     MAX_OBSERVATION_CHARS,
-    CodeAction,
-    FinalAction,
-    InvalidAction,
-    parse_action,
+    Reply,
+    check_action_text,
+    code_comment_answer,
+    read_reply,
     to_observation,
 )
 from gym_sysmath.sandbox import (
@@ -125,12 +125,23 @@ class SysmathEnv(gym.Env[str, str]):
         """Pick a task for ``reset`` using only ``self.np_random`` and ``options``."""
         raise NotImplementedError
 
-    def _on_code(self, action: CodeAction) -> ToolTurn | Grade:
-        """A code action: return the next observation, or a Grade when it ends the episode."""
+    #: Whether the family reads ``ANSWER:`` lines (CompGeom's answer is its code: it reads none).
+    reads_answers: ClassVar[bool] = True
+
+    def _languages(self) -> tuple[str, ...]:
+        """The languages the current task runs, its own first (a bare fence is read as it)."""
+        return ("python",)
+
+    def _tool_turn(self, reply: Reply) -> ToolTurn | Grade:
+        """A tool turn before the last: run ``reply.code`` and return the next observation."""
         raise NotImplementedError
 
-    def _grade_final(self, action: FinalAction) -> Grade:
-        """Grade a final (non-code) action."""
+    def _grade_final(self, reply: Reply) -> Grade:
+        """Grade a final reply: one with an ANSWER line, or with no code at all."""
+        raise NotImplementedError
+
+    def _grade_last_turn(self, reply: Reply) -> Grade:
+        """The last allowed turn brought code, a cut-off fence or foreign code and no ANSWER line."""
         raise NotImplementedError
 
     def reference_action(self) -> str:
@@ -200,29 +211,59 @@ class SysmathEnv(gym.Env[str, str]):
         return observation, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Apply the action protocol (``gym_sysmath.actions``), the same for every family and turn."""
         if self.task is None or self._done:
             raise ResetNeeded("call reset() before step(): the episode is over or has not started")
         self.turn += 1
-        parsed = parse_action(action, self.action_space.max_length)
         self._transcript.append(("action", action if isinstance(action, str) else repr(action)))
+        problem = check_action_text(action, self.action_space.max_length)
+        if problem:
+            return self._finish(Grade(Verdict.FORMAT_ERROR, problem))
+        reply = read_reply(action, self._languages())
+        read = reply.describe(self.reads_answers)
+        kind = reply.kind(self.reads_answers)
+        last = self.turn >= self.max_turns
         try:
-            if isinstance(parsed, InvalidAction):
-                outcome: ToolTurn | Grade = Grade(Verdict.FORMAT_ERROR, parsed.reason)
-            elif isinstance(parsed, CodeAction):
-                outcome = self._on_code(parsed)
+            if kind in ("answer", "final"):
+                how = "graded by its ANSWER line" if kind == "answer" else "a final reply"
+                if kind == "answer" and (reply.blocks or reply.cut):
+                    how += "; its code was not run"
+                outcome: ToolTurn | Grade = self._grade_final(reply)
+            elif last:
+                how = f"the last turn ({self.turn} of {self.max_turns})"
+                outcome = self._grade_last_turn(reply)
+            elif kind == "cut":
+                how = "cut off inside a fence: nothing ran, the turn counts"
+                outcome = ToolTurn(self._cut_message(reply))
+            elif kind == "code":
+                how = f"a tool turn: ran the {reply.code.fence} block"
+                outcome = self._tool_turn(reply)
             else:
-                outcome = self._grade_final(parsed)
+                how = "a tool turn: no block in a language this task runs"
+                outcome = ToolTurn("\n".join([*reply.notes(), f"[turn {self.turn} of {self.max_turns}]"]))
         except SandboxError as error:
             return self._finish_with_scoring_error(error)
         if isinstance(outcome, ToolTurn):
-            observation = to_observation(outcome.observation, self.observation_space.max_length)
+            notes = reply.notes() if kind == "code" else []
+            if self.reads_answers and code_comment_answer(reply):
+                notes.append("[an ANSWER line inside a code block is not read: to answer, write it on a line of its "
+                             "own outside code fences]")
+            text = "\n".join([outcome.observation, *notes]) if notes else outcome.observation
+            observation = to_observation(text, self.observation_space.max_length)
             self._transcript.append(("observation", observation))
             info = self._base_info(verdict=None, scoring_error=None)
+            info["detail"] = f"{read}: {how}"
             info.update(outcome.info)
             return observation, 0.0, False, False, info
-        return self._finish(outcome)
+        return self._finish(outcome, f"{read}: {how}")
 
-    def _finish(self, grade: Grade) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _cut_message(self, reply: Reply) -> str:
+        assert reply.cut is not None
+        return (f"Your reply ended inside an unclosed {reply.cut.fence} block (it was probably cut off by the "
+                f"token limit), so nothing ran and nothing was graded. Send the code again, shorter if need be, "
+                f"with its closing ```.\n[turn {self.turn} of {self.max_turns}]")
+
+    def _finish(self, grade: Grade, read: str = "") -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._done = True
         self._end_episode()
         reward = 1.0 + grade.bonus if grade.correct else 0.0
@@ -230,7 +271,7 @@ class SysmathEnv(gym.Env[str, str]):
         observation = f"Episode over. Verdict: {grade.verdict.value}."
         self._transcript.append(("observation", observation))
         info = self._base_info(verdict=grade.verdict.value, scoring_error=None)
-        info["detail"] = grade.detail
+        info["detail"] = "; ".join(part for part in (read, grade.detail) if part)
         info.update(grade.info)
         return observation, reward, True, False, info
 

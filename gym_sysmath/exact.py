@@ -13,12 +13,14 @@ file tags each float with its bits (``{"f64": "0x3ff0000000000000"}``) through `
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
+from decimal import Decimal
 from typing import Any
 
-__all__ = ["dumps_exact", "exact_equal", "float_bits", "float_from_bits", "is_json_primitive_list",
-           "json_kind", "loads_exact"]
+__all__ = ["answer_matches", "dumps_exact", "exact_equal", "float_bits", "float_from_bits",
+           "is_json_primitive_list", "json_kind", "loads_exact"]
 
 FLOAT_TAG = "f64"
 FLOAT_BITS = re.compile(r"0x[0-9a-f]{16}")
@@ -80,6 +82,54 @@ def exact_equal(expected: object, actual: object) -> bool:
             exact_equal(expected[k], actual[k]) for k in expected
         )
     return expected == actual
+
+
+def _number_matches(expected: int | float, actual: int | float | Decimal) -> bool:
+    """Whether the number ``actual`` (however it was spelled) is the key ``expected``.
+
+    A float key is matched by the binary64 its value rounds to, compared by bit pattern: ``3``
+    and ``3.0`` and ``3.000`` are the key ``3.0``; ``0`` is never ``-0.0``; a NaN matches a NaN
+    key with the same bits. A finite value that overflows to infinity or underflows to zero from
+    a nonzero value is not that float. An int key is matched by exact value: ``3.0`` is ``3``,
+    ``3.5`` and ``9007199254740993.0`` (spelled, not rounded) are not their neighbours.
+    """
+    if isinstance(expected, float):
+        if isinstance(actual, float):
+            return float_bits(actual) == float_bits(expected)
+        try:
+            value = float(actual)
+        except OverflowError:
+            return False
+        if math.isinf(value) or (value == 0 and actual != 0):
+            return False
+        return float_bits(value) == float_bits(expected)
+    if isinstance(actual, float) and not math.isfinite(actual):
+        return False
+    if isinstance(actual, Decimal) and not actual.is_finite():
+        return False
+    return actual == expected
+
+
+def answer_matches(expected: object, actual: object) -> bool:
+    """True when the answer ``actual`` is the key ``expected``, numbers by value (not spelling).
+
+    Types still part ways where JSON's do: a bool is never a number, a string never equals a
+    number (``"0x2a"`` is not ``42``), and lists match element by element with equal lengths.
+    Numbers may be ``int``, ``float`` or ``Decimal`` (how an ANSWER line's decimals are read, so
+    their value is exact); see ``_number_matches`` for the rule. ``exact_equal`` stays the
+    comparison of stored values, where ``1`` and ``1.0`` are different records.
+    """
+    numbers = (int, float, Decimal)
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
+    if isinstance(expected, (int, float)) and isinstance(actual, numbers):
+        return _number_matches(expected, actual)
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(actual) == len(expected) and all(
+            answer_matches(e, a) for e, a in zip(expected, actual, strict=True))
+    if isinstance(expected, str):
+        return isinstance(actual, str) and actual == expected
+    return False
 
 
 def is_json_primitive_list(value: object) -> bool:

@@ -54,8 +54,8 @@ def _substitute(value):
     """The typed look-alikes of one element that a lax comparator would accept."""
     if isinstance(value, bool):
         return [int(value)]
-    if isinstance(value, int):
-        return [bool(value) if value in (0, 1) else None, hex(value), float(value)]
+    if isinstance(value, int):  # float(value) is the same number: it passes (test_number_spelling)
+        return [bool(value) if value in (0, 1) else None, hex(value), value + 0.5]
     if isinstance(value, str) and value.startswith("0x"):
         return [int(value, 16)]
     if isinstance(value, float) and value == 0.0:

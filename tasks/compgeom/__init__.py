@@ -32,7 +32,8 @@ from .runner import OK, run_local
 
 __all__ = [
     "ABS_TOL", "LANGUAGES", "OK", "PRIMITIVES", "REL_TOL", "Case", "CaseReport", "CompGeomTask", "VerifyReport",
-    "compare", "describe_failures", "job_files", "load_tasks", "reference_solution", "run_local", "stdin_for",
+    "compare", "describe_failures", "job_files", "load_tasks",
+    "prompt_for", "reference_solution", "run_local", "stdin_for",
     "verify",
 ]
 
@@ -86,6 +87,11 @@ def load_tasks(primitives: Iterable[str] | None = None, languages: Iterable[str]
     if unknown:
         raise ValueError(f"unknown primitives or languages: {sorted(unknown)}")
     return tuple(_task(p, lang) for p in PRIMITIVES if p in chosen_p for lang in LANGUAGES if lang in chosen_l)
+
+
+def prompt_for(task: CompGeomTask, max_turns: int) -> str:
+    """The task statement for an episode of ``max_turns`` replies (one reply: no test turns)."""
+    return build_prompt(task.primitive, BY_LANGUAGE[task.language], task.contract, task.starter, max_turns)
 
 
 def job_files(task: CompGeomTask, candidate_source: str) -> dict[str, str]:

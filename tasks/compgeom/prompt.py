@@ -20,10 +20,7 @@ starter and the function's signature exactly as they are; add helper functions a
 standard library only. Never write to standard output: the harness owns it, and any stray output \
 fails the whole run (write debugging output to standard error).
 
-To test, reply with the complete `{candidate_file}` in one ```{fence} code block: it is built and \
-run on the public cases, and you see any build errors and the failing cases. To submit, reply \
-without a code block: your last code is graded on hidden cases, and the reward is 1 only when it \
-builds and passes every one of them.
+{protocol}
 
 {contract}
 ## Starter: `{candidate_file}`
@@ -33,9 +30,29 @@ builds and passes every one of them.
 """
 
 
-def build_prompt(function: str, language: Language, contract: str, starter: str) -> str:
+MULTI_TURN = """\
+To test, reply with the complete `{candidate_file}` in one ```{fence} code block: it is built and \
+run on the public cases, and you see any build errors, the failing cases and your program's \
+standard error. You have {max_turns} replies. To submit, reply without a code block: your last \
+code is graded on hidden cases, and the reward is 1 only when it builds and passes every one of \
+them. On your last reply, a code block is submitted as it is."""
+
+SINGLE_TURN = """\
+This is your only reply: nothing is run before grading. Reply with the complete `{candidate_file}` \
+in one ```{fence} code block (if you show several, the last one counts); it is graded on hidden \
+cases, and the reward is 1 only when it builds and passes every one of them."""
+
+
+def protocol_paragraph(language: Language, max_turns: int) -> str:
+    """How to test and submit, for an episode of ``max_turns`` replies."""
+    template = SINGLE_TURN if max_turns == 1 else MULTI_TURN
+    return template.format(candidate_file=language.candidate_file, fence=language.fence, max_turns=max_turns)
+
+
+def build_prompt(function: str, language: Language, contract: str, starter: str, max_turns: int = 8) -> str:
     build = f"It is built with `{language.build}` and run as `{language.run}`. " if language.build else \
         f"It is run as `{language.run}` (Python 3.11). "
     return PROMPT.format(function=function, title=language.title, candidate_file=language.candidate_file,
                          harness=_HARNESS[language.name], build=build, fence=language.fence,
+                         protocol=protocol_paragraph(language, max_turns),
                          contract=contract.rstrip("\n") + "\n", starter=starter)

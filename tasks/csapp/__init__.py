@@ -5,7 +5,7 @@ an instance of a template whose reference implementation computed the key, plus 
 of fresh template draws. Rebuild the shipped file with ``python -m gym_sysmath.tasks.csapp.build``.
 """
 
-from .answers import parse_answer_value, reference_code
+from .answers import parse_answer_value, read_answer_value, reference_code
 from .task import CATEGORIES, CsappTask, TaskFileError
 from .taskfile import load_tasks
 from .train import sample_task
@@ -16,6 +16,7 @@ __all__ = [
     "TaskFileError",
     "load_tasks",
     "parse_answer_value",
+    "read_answer_value",
     "reference_code",
     "sample_task",
 ]

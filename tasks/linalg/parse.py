@@ -7,7 +7,8 @@ vector never sneaks through as a matrix. It never raises and never evaluates ari
 Accepted, beyond the plain forms ``6``, ``-1/3``, ``0.25``, ``[1, 0, -2]``, ``[[1, 2], [3, 4]]``:
 
 - numbers: integers, decimals (read exactly: ``0.1`` is 1/10), scientific notation with a small
-  exponent, fractions of those (``-1/3``, ``1/-3``, ``1.5/2``), LaTeX ``\\frac{a}{b}``, unicode minus;
+  exponent, fractions of those (``-1/3``, ``1/-3``, ``1.5/2``), LaTeX ``\\frac{a}{b}``, and the Unicode
+  spellings ``answers.normalise_notation`` reads (minus sign, full-width digits, ``2 \u00d7 10^3``);
   a bare ``1,234`` with comma-grouped thousands is the number 1234, not a vector;
 - lists in ``[...]`` or ``(...)``, items separated by commas or by whitespace (numpy's printed form,
   ``[[ 1  2]\\n [ 3  4]]``), rows optionally separated by ``;`` (MATLAB's ``[1 2; 3 4]``); a bare
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
-from gym_sysmath.answers import unwrap
+from gym_sysmath.answers import normalise_notation, unwrap
 
 Number = Fraction
 Vector = tuple[Fraction, ...]
@@ -69,7 +70,7 @@ _LATEX_ENV = re.compile(
 _CALL_WRAPPER = re.compile(r"^(?:(?:np|numpy|sympy|sp)\s*\.\s*)?(?:array|Matrix)\s*\(")
 _LABEL = re.compile(r"^[^\d\s\[\](){}+\-.=,;][^=\[\]]*=(?!=)")
 _LATEX_NOISE = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?=[\[\]()|.])|(?<!\\)\\[,;:! ]|\\q?quad")
-_UNICODE = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2014": "-", "\u00a0": " ", "\u2009": " "})
+_ANGLES = re.compile(r"\\[lr]angle\b")
 
 
 class _Unreadable(Exception):
@@ -103,7 +104,8 @@ def _latex_env_to_list(match: re.Match[str]) -> str:
 
 
 def _normalise_text(text: str) -> str:
-    text = unwrap(text.translate(_UNICODE))
+    text = normalise_notation(text)
+    text = unwrap(_ANGLES.sub(lambda m: "(" if m.group().startswith("\\l") else ")", text))
     text = _FRAC.sub(lambda m: f"{m['sign'] or ''}{m['num']}/{m['den']}", text)
     text = _LATEX_ENV.sub(_latex_env_to_list, text)
     text = unwrap(_LATEX_NOISE.sub(" ", text))

@@ -21,6 +21,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import linecache
 import os
 import resource
 import select
@@ -202,6 +203,14 @@ def _exit_code_of(exc: SystemExit) -> int:
     return 1
 
 
+def _print_agent_traceback(exc: BaseException) -> None:
+    """Print ``exc`` as Python would, without this file's frames: the agent sees its own code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
+
+
 def _run_python_in_child(source: str, filename: str, argv: list[str]) -> int:
     """Execute Python source in this already-warm interpreter (the fork fast path)."""
     _reopen_std_streams()
@@ -213,8 +222,8 @@ def _run_python_in_child(source: str, filename: str, argv: list[str]) -> int:
         exec(compile(source, filename, "exec"), namespace)
     except SystemExit as exc:
         code = _exit_code_of(exc)
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as exc:
+        _print_agent_traceback(exc)
         code = 1
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -747,12 +756,15 @@ def _session_worker(ctrl_fd: int, status_fd: int) -> None:
         _reap_children()  # stragglers of the last turn were killed by the supervisor
         turn += 1
         ok = True
+        filename = f"<turn {turn}>"
+        source = request["code"]
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # lines in tracebacks
         try:
-            exec(compile(request["code"], f"<turn {turn}>", "exec"), namespace)
+            exec(compile(source, filename, "exec"), namespace)
         except SystemExit:
             pass
-        except BaseException:
-            traceback.print_exc()
+        except BaseException as exc:
+            _print_agent_traceback(exc)
             ok = False
         for stream in (sys.stdout, sys.stderr):
             try:
