@@ -1,8 +1,8 @@
 """The sandbox image: content hash, build (optionally from a debootstrap base), status, reaping.
 
-The image is tagged by package version and labelled with a hash of its build context (the
-Dockerfile and the supervisor), so an image built from other sources is detected as stale and
-is rebuilt instead of silently used.
+The image is tagged by package version and a hash of its build context (the Dockerfile and
+the supervisor), and labelled with that hash, so an image built from other sources is never
+used in its place: it is rebuilt (beside the other, which keeps working for its own checkout).
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def package_version() -> str:
 
 
 def image_tag() -> str:
-    return f"{IMAGE_REPOSITORY}:{package_version()}"
+    """Version and content hash: images built from other sources (another checkout, an older
+    release) live beside this one instead of replacing it."""
+    return f"{IMAGE_REPOSITORY}:{package_version()}-{content_hash()}"
 
 
 def _context_files() -> dict[str, bytes]:
