@@ -138,3 +138,23 @@ def test_per_language_ids_select_their_language(docker_available):
             assert all(task_id.endswith("/" + language) for task_id in environment.unwrapped.task_ids)
         finally:
             environment.close()
+
+
+def test_failing_public_cases_show_the_candidates_stderr_and_exception(env):
+    task = next(t for t in TASKS if t.task_id == SEGMENTS_PY)
+    env.reset(options={"task_id": SEGMENTS_PY})
+    broken = compgeom.reference_solution(task) + (
+        "\n_original = segment2_segment2\n\ndef segment2_segment2(a, b):\n"
+        "    import sys\n    print('debug: called', file=sys.stderr)\n    raise ValueError('my own bug')\n")
+    observation, *_ = env.step(block("python", broken))
+    assert "standard error" in observation and "debug: called" in observation
+    assert "ValueError: my own bug" in observation
+
+
+def test_build_errors_keep_the_first_error_when_cut(env):
+    env.reset(options={"task_id": "ray2_segment2/cpp"})
+    source = "#pragma once\nint first_error_here = undefined_name_xyz;\n" + "".join(
+        f"int filler_{i} = undefined_filler_{i};\n" for i in range(400))
+    observation, *_ = env.step(block("cpp", source))
+    assert "Build failed" in observation and "undefined_name_xyz" in observation and "characters cut" in observation
+    assert "\\u2018" not in observation  # g++'s quotes arrive as text, not escapes

@@ -333,3 +333,22 @@ def test_crlf_code_runs(csapp_env):
     csapp_env.reset(seed=0)
     observation, *_ = csapp_env.step("```python\r\nfor i in range(2):\r\n    print('\u2212', i)\r\n```")
     assert observation.startswith("\u2212 0\n\u2212 1")
+
+
+UNICODE_PRINT = "```python\nprint('caf\\u00e9 \\u2713 \\u2018q\\u2019 \\U0001f600')\n```"
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("mode,kwargs", [("sync", {}), ("async", {"shared_memory": True}),
+                                         ("async", {"shared_memory": False}), ("vector_entry_point", {})],
+                         ids=["sync", "async-shared-memory", "async-pipes", "vector_entry_point"])
+def test_unicode_tool_output_survives_every_vectorisation_mode(mode, kwargs, docker_available):
+    envs = gym.make_vec("CsappExact-v0", num_envs=2, vectorization_mode=mode, vector_kwargs=kwargs)
+    try:
+        envs.reset(seed=[0, 1])
+        observations, *_ = envs.step([UNICODE_PRINT] * 2)
+        assert all(obs.startswith("caf\u00e9 \u2713 \u2018q\u2019 \\U0001f600\n") for obs in observations), observations
+        observations, *_ = envs.step(["```python\nprint('\u2212' * 3)\n```"] * 2)
+        assert all(obs.startswith("\u2212\u2212\u2212\n") for obs in observations), observations
+    finally:
+        envs.close()
