@@ -34,9 +34,17 @@ class CompGeomEnv(SysmathEnv):
     an exact rational reference. Expected outputs never enter the sandbox.
 
     ## Action Space
-    `Text`. A fenced block in the task's language replaces the candidate file; it is built
-    and run on the public cases, and the observation shows the build output and the failing
-    public cases. A reply without a code block submits the last candidate.
+    `Text` (see `gym_sysmath.spaces`); any `str` is accepted, Unicode included. The protocol is
+    the same in every family (`gym_sysmath.actions`); CompGeom's answer is its code, so it
+    reads no ANSWER line. A reply with a complete block in the task's language (labels through
+    one alias table: ```cpp, ```c++20, ```rs, ```py, a bare fence, ~~~) is a test turn: the
+    last such block replaces the candidate, is built and run on the public cases, and the
+    observation shows the build output (head and tail when long), the failing public cases
+    and the program's standard error. A reply without code submits the last candidate. On
+    the `max_turns`-th reply (every reply when `max_turns` is 1) a block is submitted as it
+    is. A block in another language is reported, never built; a reply cut off inside an
+    unclosed fence builds nothing and is told so (the turn counts). `info["detail"]` says
+    what was read.
 
     ## Observation Space
     `Text`: the task statement, then build output and public-test reports.
