@@ -110,12 +110,21 @@ def test_endless_candidate_times_out(env):
     assert (reward, info["verdict"]) == (0.0, "timeout")
 
 
-def test_identical_resubmission_is_not_recompiled(env):
+def test_identical_resubmission_in_one_episode_is_not_recompiled(env):
     env.reset(options={"task_id": "ray2_segment2/cpp"})
-    env.step(env.unwrapped.reference_action())
-    env.reset(options={"task_id": "ray2_segment2/cpp"})
-    observation, *_ = env.step(env.unwrapped.reference_action())
-    assert "Build: ok (cached)" in observation
+    code = env.unwrapped.reference_action()
+    first, *_ = env.step(code)
+    again, *_ = env.step(code)
+    assert "Build: ok" in first and "(cached)" not in first
+    assert "Build: ok (cached)" in again
+
+
+def test_builds_are_not_shared_between_episodes(env):
+    # a binary built where one rollout's code ran must never reach another rollout
+    for _ in range(2):
+        env.reset(options={"task_id": "ray2_segment2/cpp"})
+        observation, *_ = env.step(env.unwrapped.reference_action())
+        assert "Build: ok" in observation and "(cached)" not in observation
 
 
 def test_performance_weight_adds_a_bounded_bonus(docker_available):

@@ -11,6 +11,7 @@ import gymnasium as gym
 import pytest
 
 from gym_sysmath.exact import exact_equal
+from gym_sysmath.sandbox import image
 from gym_sysmath.tasks import csapp
 from tests.conftest import image_withdrawn, killing_our_containers
 
@@ -115,10 +116,15 @@ def test_dead_session_is_a_scoring_error_not_a_wrong_answer(docker_available):
     try:
         environment.reset(options={"task_id": TASKS[0].task_id})
         environment.step(f"```python\n{csapp.reference_code(TASKS[0])}\n```")
-        # The session's container dies and no fresh worker can start (its image is gone):
-        # reading `result` fails on the first try and on the retry.
+        # The session's container dies, the clean reserve dies with it, and no fresh container
+        # can start (its image is gone): reading `result` fails on the first try and on the retry.
+        environment.unwrapped.sandbox.prestart(2)  # no start in flight that could outlive the kill
+        client = image.docker_client()
         with killing_our_containers(), image_withdrawn():
-            time.sleep(0.2)
+            deadline = time.monotonic() + 60
+            while any(c.status == "running" for c in image.containers_of_this_process(client)):
+                assert time.monotonic() < deadline, "the containers outlived a minute of docker kill"
+                time.sleep(0.1)
             _, reward, terminated, truncated, info = environment.step("The answer is in result.")
         assert (reward, terminated, truncated) == (0.0, False, True)
         assert info["verdict"] == "scoring_error" and info["scoring_error"]

@@ -217,13 +217,15 @@ class Sandbox:
             self._top_up()
 
     def prestart(self, count: int, timeout_s: float = 120.0) -> int:
-        """Start containers until ``count`` are clean and waiting (benchmarks, big vectors);
-        returns how many are. The reserve keeps them while rollouts are expected."""
+        """Start containers until ``count`` are clean and waiting and no start or purge is in
+        flight (benchmarks, big vectors); returns how many are clean. The reserve keeps them
+        while that many rollouts are expected."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             self._rollouts = max(self._rollouts, count)
             self._top_up()
-            while len(self._clean) < count and time.monotonic() < deadline and not self._closed:
+            while ((len(self._clean) < count or self._starting or self._purging)
+                   and time.monotonic() < deadline and not self._closed):
                 if self._starting == 0 and self._last_start_error is not None:
                     raise self._last_start_error
                 self._cond.wait(0.5)
@@ -414,11 +416,12 @@ class Sandbox:
             self._cond.notify_all()
         for worker in doomed:
             worker.broken = True
-        self._starter.shutdown(wait=False, cancel_futures=True)
         _destroy_concurrently(doomed)
+        # Queued starts are cancelled; running ones see the pool closed and destroy what they made.
+        self._starter.shutdown(wait=True, cancel_futures=True)
         self._purger.shutdown(wait=True)
         with self._cond:
-            self._starting = 0  # cancelled starts never ran; the running ones destroy what they make
+            self._starting = 0
 
     @property
     def closed(self) -> bool:
