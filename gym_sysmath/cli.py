@@ -7,6 +7,8 @@ import importlib
 import os
 import sys
 
+from gym_sysmath.terminal import escape_controls
+
 VERIFIERS = {
     "csapp": "gym_sysmath.tasks.csapp.build",
     "linalg": "gym_sysmath.tasks.linalg.build",
@@ -198,7 +200,7 @@ def _eval(args: argparse.Namespace) -> int:
                                  out=out, resume=args.resume, overwrite=args.overwrite, make_kwargs=make_kwargs,
                                  ray=ray, progress=not args.quiet))
     except (AgentError, EvalError, ValueError, ImportError) as exc:
-        print(f"gym-sysmath: {exc}", file=sys.stderr)
+        print(f"gym-sysmath: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gym-sysmath: interrupted; finished samples are logged, rerun with --resume to continue",
@@ -214,7 +216,7 @@ def _eval(args: argparse.Namespace) -> int:
         for note in run.notes:
             print(f"note: {note}")
         for failure in run.failures[:5]:
-            print(f"failed {failure.spec.key}: {failure.error}", file=sys.stderr)
+            print(f"failed {failure.spec.key}: {escape_controls(str(failure.error))}", file=sys.stderr)
         if len(run.failures) > 5:
             print(f"... and {len(run.failures) - 5} more failures; --resume retries them", file=sys.stderr)
         if run.out_dir is not None:
@@ -319,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a reader that went away shows here, not in the interpreter's exit
         return code
     except SandboxUnavailableError as exc:
-        print(f"gym-sysmath: {exc}", file=sys.stderr)
+        print(f"gym-sysmath: {escape_controls(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `... --out - | head`: the reader has all it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -36,6 +36,7 @@ from gym_sysmath.sandbox import (
     release_shared,
 )
 from gym_sysmath.spaces import text_space
+from gym_sysmath.terminal import escape_controls
 from gym_sysmath.verdicts import Grade, Verdict
 
 #: The ``info`` fields every step and reset carry, whatever the family.
@@ -306,7 +307,7 @@ class SysmathEnv(gym.Env[str, str]):
     def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None
-        return "\n".join(f"[{role}]\n{text}" for role, text in self._transcript) + "\n"
+        return "\n".join(f"[{role}]\n{escape_controls(text)}" for role, text in self._transcript) + "\n"
 
     def close(self) -> None:
         self._end_episode()

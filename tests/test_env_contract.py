@@ -199,3 +199,14 @@ def test_async_vector_env_beside_a_live_env_leaves_it_working(docker_available):
         assert parent.step(CODE)[0].startswith("hello")
     finally:
         parent.close()
+
+
+def test_render_escapes_terminal_control_sequences():
+    # an action (or program output) must not drive the terminal that shows the transcript
+    env = gym.make("LinearAlgebra-v0", render_mode="ansi")
+    env.reset(seed=0)
+    env.step("\x1b]0;pwned\x07\x1b[2J\rANSWER: 1\x9b31m")
+    shown = env.render()
+    assert not any(ch in shown for ch in "\x1b\x07\r\x9b")
+    assert "\\x1b]0;pwned\\x07" in shown and "\n" in shown
+    env.close()
