@@ -64,6 +64,21 @@ def killing_our_containers(delay_s: float = 0.0):
         killer.join()
 
 
+def wait_until_none_running(timeout_s: float = 60.0, settle_checks: int = 3) -> None:
+    """Inside ``killing_our_containers``: wait until none of this process's containers runs,
+    the clean reserve included, on a few checks in a row (a start in flight may land late)."""
+    from gym_sysmath.sandbox import image
+
+    client = image.docker_client()
+    deadline = time.monotonic() + timeout_s
+    quiet = 0
+    while quiet < settle_checks:
+        assert time.monotonic() < deadline, "this process's containers outlived a minute of docker kill"
+        running = any(c.status == "running" for c in image.containers_of_this_process(client))
+        quiet = 0 if running else quiet + 1
+        time.sleep(0.1)
+
+
 @contextlib.contextmanager
 def image_withdrawn():
     """Untag the sandbox image for the block (kept under a spare tag and restored), so no new

@@ -5,15 +5,13 @@ distractors score 0.0; a dead session is a scoring error."""
 from __future__ import annotations
 
 import json
-import time
 
 import gymnasium as gym
 import pytest
 
 from gym_sysmath.exact import exact_equal
-from gym_sysmath.sandbox import image
 from gym_sysmath.tasks import csapp
-from tests.conftest import image_withdrawn, killing_our_containers
+from tests.conftest import image_withdrawn, killing_our_containers, wait_until_none_running
 
 pytestmark = pytest.mark.docker
 TASKS = csapp.load_tasks()
@@ -119,12 +117,8 @@ def test_dead_session_is_a_scoring_error_not_a_wrong_answer(docker_available):
         # The session's container dies, the clean reserve dies with it, and no fresh container
         # can start (its image is gone): reading `result` fails on the first try and on the retry.
         environment.unwrapped.sandbox.prestart(2)  # no start in flight that could outlive the kill
-        client = image.docker_client()
         with killing_our_containers(), image_withdrawn():
-            deadline = time.monotonic() + 60
-            while any(c.status == "running" for c in image.containers_of_this_process(client)):
-                assert time.monotonic() < deadline, "the containers outlived a minute of docker kill"
-                time.sleep(0.1)
+            wait_until_none_running()
             _, reward, terminated, truncated, info = environment.step("The answer is in result.")
         assert (reward, terminated, truncated) == (0.0, False, True)
         assert info["verdict"] == "scoring_error" and info["scoring_error"]

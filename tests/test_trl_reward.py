@@ -24,7 +24,7 @@ from gym_sysmath.envs.csapp import CsappExactEnv
 from gym_sysmath.integrations.trl import SysmathReward, build_dataset, completion_text
 from gym_sysmath.sandbox import SandboxError
 from gym_sysmath.tasks import csapp
-from tests.conftest import image_withdrawn, killing_our_containers
+from tests.conftest import image_withdrawn, killing_our_containers, wait_until_none_running
 
 PROCESS = {"sandbox": "process"}
 pytestmark = pytest.mark.filterwarnings("ignore:sandbox='process'")
@@ -184,6 +184,7 @@ def test_dead_container_is_a_scoring_error(docker_available):
     with SysmathReward() as reward:
         reward([rows[0]["prompt"]], ["ANSWER: [0]"], **columns(rows[:1]))  # envs made while the image exists
         with killing_our_containers(), image_withdrawn():
+            wait_until_none_running()  # the clean reserve too: no fresh container to retry in
             scores = reward([r["prompt"] for r in rows], code, **columns(rows))
         assert scores == [None, None]
         assert [e.index for e in reward.last_scoring_errors] == [0, 1]

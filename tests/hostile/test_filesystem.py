@@ -121,10 +121,15 @@ def test_parent_references_sent_to_the_supervisor_are_refused(compgeom_envs):
     pool = compgeom_envs["python"].unwrapped.sandbox
     job = Job("python", {"main.py": "print(1)"}).to_wire()
     job["files"]["../escaped.py"] = "print(2)"
-    with pytest.raises(SandboxError):
-        pool._request({"op": "run", "job": job}, 30.0)
-    look = "import os\nprint(os.path.exists('/scratch/escaped.py'))"
-    assert pool.run(Job("python", {"main.py": look})).stdout == "False\n"
+    with pool.lease() as rollout:
+        with pytest.raises(SandboxError, match="bad file name"):
+            rollout.request({"op": "run", "job": job}, 30.0)
+        # the refusal marked the container broken; look inside it before it is destroyed
+        container = rollout.worker
+        container.broken = False
+        look = Job("python", {"main.py": "import os\nprint(os.path.exists('/scratch/escaped.py'))"})
+        reply = container.request({"op": "run", "job": look.to_wire()}, 30.0)
+        assert reply["result"]["stdout"] == "False\n"
 
 
 @pytest.mark.parametrize("write", [
