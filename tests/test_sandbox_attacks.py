@@ -411,3 +411,86 @@ def test_session_files_are_private_to_the_session(sandbox):
     finally:
         victim.close()
         attacker.close()
+
+
+# --------------------------------------------------------------------------- one container per rollout
+
+def test_output_past_the_cap_then_exit_is_always_an_output_limit(sandbox):
+    # a program that writes one byte past its cap and exits at once used to race the reader
+    source = ('#include <cstdio>\n#include <string>\n'
+              'int main(){ std::string s(4097, \'x\'); fwrite(s.data(), 1, s.size(), stdout); return 0; }')
+    with sandbox.lease() as rollout:
+        statuses = {rollout.run(Job("cpp", {"main.cpp": source}, limits=Limits(stdout_bytes=4096))).status
+                    for _ in range(12)}
+    assert statuses == {"output_limit"}
+
+
+def test_session_output_past_the_cap_just_before_the_reply_is_an_output_limit(sandbox):
+    session = sandbox.open_session(Limits(wall_s=10, cpu_s=10, stdout_bytes=4096))
+    try:
+        result = session.run("import sys\nsys.stdout.write('x' * 4097)\nsys.stdout.flush()")
+        assert result.status == "output_limit" and result.stdout_truncated
+    finally:
+        session.close()
+
+
+def test_sync_syncfs_and_ptrace_are_refused(sandbox):
+    probe = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+             "for number in (162, 306, 101, 425):  # sync, syncfs, ptrace, io_uring_setup (x86_64)\n"
+             "    print(libc.syscall(number, 0, 0, 0, 0), ctypes.get_errno())\n")
+    result = sandbox.run(python(probe))
+    assert result.stdout.split("\n")[:4] == ["-1 1"] * 4, result
+
+
+def test_no_pty_can_be_opened(sandbox):
+    # the kernel's pty pool is the host's: a rollout must not be able to drain it
+    result = sandbox.run(python("import os\ntry:\n    os.openpty()\n    print('opened')\n"
+                                "except OSError as exc:\n    print('refused', exc.errno)"))
+    assert result.stdout.startswith("refused"), result
+
+
+def test_threads_and_processes_still_work_under_the_seccomp_profile(sandbox):
+    # (multiprocessing's locks need /dev/shm, which no container has: see SECURITY.md)
+    code = ("import concurrent.futures, os, subprocess, threading, numpy, sympy\n"
+            "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+            "with concurrent.futures.ThreadPoolExecutor(4) as pool:\n    print(list(pool.map(abs, [-1, -2])))\n"
+            "print(subprocess.run(['echo', 'ok'], capture_output=True, text=True).stdout.strip())\n"
+            "pid = os.fork()\nif pid == 0:\n    os._exit(3)\nprint(os.waitpid(pid, 0)[1] >> 8)\n"
+            "print(int(numpy.arange(4).sum()), sympy.factorint(12))")
+    result = sandbox.run(python(code, processes=32))
+    assert (result.status, result.stdout) == ("ok", "[1, 2]\nok\n3\n6 {2: 2, 3: 1}\n"), result
+    threads = ('#include <thread>\n#include <cstdio>\nint main(){ int x = 0; std::thread t([&]{ x = 7; }); '
+               't.join(); std::printf("%d\\n", x); }')
+    assert sandbox.run(Job("cpp", {"main.cpp": threads})).stdout == "7\n"
+    spawn = ('use std::process::Command; fn main(){ let h = std::thread::spawn(|| 2); '
+             'let o = Command::new("echo").arg("hi").output().unwrap(); '
+             'print!("{} {}", h.join().unwrap(), String::from_utf8_lossy(&o.stdout)); }')
+    assert sandbox.run(Job("rust", {"main.rs": spawn})).stdout == "2 hi\n"
+
+
+def test_next_rollout_in_a_purged_container_finds_nothing_of_the_last(docker_available):
+    single = Sandbox("docker", pool_size=1)  # the second rollout must get the first one's container
+    try:
+        leave = ("import os, socket, subprocess\n"
+                 "open('left.txt', 'w').write('secret')\n"
+                 "s = socket.socket(socket.AF_UNIX); s.bind('\\0left-by-rollout-a'); s.listen()\n"
+                 "subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+                 "print(os.getcwd())")
+        with single.lease() as first:
+            session = first.open_session()
+            where = session.run(leave).stdout.strip()
+            first_container = first.worker
+        look = ("import os\n"
+                "lines = open('/proc/net/unix').read().splitlines()[1:]\n"
+                "named = [line.split()[-1] for line in lines if len(line.split()) > 7]\n"
+                "others = [p for p in os.listdir('/proc')\n"
+                "          if p.isdigit() and os.stat('/proc/' + p).st_uid not in (0, os.getuid())]\n"
+                "listing = os.listdir('/scratch') if os.access('/scratch', os.R_OK) else '-'\n"
+                f"print(named, others, os.path.exists({where!r}), listing)")
+        with single.lease() as second:
+            seen = second.run(python(look)).stdout
+            assert second.worker is first_container  # the same container, purged
+        assert seen == "[] [] False -\n", seen
+        assert single.stats().purges >= 1
+    finally:
+        single.close()
