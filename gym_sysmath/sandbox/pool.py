@@ -172,6 +172,7 @@ class Sandbox:
         self._purging = 0
         self._waiting = 0
         self._rollouts = 0
+        self._prestarted = 0  # the reserve ``prestart`` asked for: a floor, not more rollouts
         self._last_start_error: SandboxError | None = None
         self._cond = threading.Condition()
         self._closed = False
@@ -218,11 +219,12 @@ class Sandbox:
 
     def prestart(self, count: int, timeout_s: float = 120.0) -> int:
         """Start containers until ``count`` are clean and waiting and no start or purge is in
-        flight (benchmarks, big vectors); returns how many are clean. The reserve keeps them
-        while that many rollouts are expected."""
+        flight (benchmarks, big vectors); returns how many are clean. The reserve keeps at least
+        that many from then on; envs made before or after the call count toward it, not on top
+        of it (``prestart(n)`` then ``n`` envs keeps ``n`` + ``SPARE_CONTAINERS``, not twice as many)."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            self._rollouts = max(self._rollouts, count)
+            self._prestarted = max(self._prestarted, count)
             self._top_up()
             while ((len(self._clean) < count or self._starting or self._purging)
                    and time.monotonic() < deadline and not self._closed):
@@ -238,7 +240,7 @@ class Sandbox:
         return self.pool_size is None or self._live() < self.pool_size
 
     def _wanted(self) -> int:
-        wanted = max(self._rollouts, len(self._leased) + self._waiting) + SPARE_CONTAINERS
+        wanted = max(self._rollouts, self._prestarted, len(self._leased) + self._waiting) + SPARE_CONTAINERS
         return wanted if self.pool_size is None else min(wanted, self.pool_size)
 
     def _top_up(self) -> None:
