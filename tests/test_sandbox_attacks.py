@@ -494,3 +494,33 @@ def test_next_rollout_in_a_purged_container_finds_nothing_of_the_last(docker_ava
         assert single.stats().purges >= 1
     finally:
         single.close()
+
+
+def test_fast_fork_chains_never_outlive_their_turn(sandbox):
+    # a chain whose members fork their successor and exit at once used to slip past a /proc
+    # snapshot about one turn in six; the stop by uid cannot be outrun
+    session = sandbox.open_session()
+    chain = ("import os\nif os.fork() == 0:\n    while True:\n        if os.fork() > 0:\n"
+             "            os._exit(0)\nprint('started')")
+    try:
+        for _ in range(10):
+            assert session.run(chain).stdout == "started\n"
+            assert session.run(LIVE_PROCESSES_OF_MY_UID).stdout == "1\n", "a fork chain outlived its turn"
+    finally:
+        session.close()
+
+
+def test_thread_started_in_an_earlier_turn_does_not_run_between_turns(sandbox):
+    # no new pid in the later turn, so the fast path is taken: the old thread must still be stopped
+    session = sandbox.open_session()
+    try:
+        session.run("import threading, time\nticks = [0]\n"
+                    "def spin():\n    while True:\n        ticks[0] += 1\n        time.sleep(0.001)\n"
+                    "threading.Thread(target=spin, daemon=True).start()")
+        session.run("print('no new task this turn')")
+        before = session.run("print(ticks[0])").stdout  # the thread runs during this turn...
+        time.sleep(0.5)
+        after = session.run("print(ticks[0])").stdout
+        assert int(after) - int(before) < 100, "the thread ran while the agent was thinking"  # ...not 500 ms
+    finally:
+        session.close()
