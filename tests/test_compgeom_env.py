@@ -167,3 +167,16 @@ def test_build_errors_keep_the_first_error_when_cut(env):
     observation, *_ = env.step(block("cpp", source))
     assert "Build failed" in observation and "undefined_name_xyz" in observation and "characters cut" in observation
     assert "\\u2018" not in observation  # g++'s quotes arrive as text, not escapes
+
+
+def test_python_candidate_traceback_shows_only_the_candidates_frames(env):
+    # the harness's own frames are not the agent's code and only mislead it
+    env.reset(options={"task_id": SEGMENTS_PY})
+    task = next(t for t in TASKS if t.task_id == SEGMENTS_PY)
+    broken = (compgeom.reference_solution(task).replace(f"def {task.primitive}(", "def _unused(")
+              + f"\n\ndef {task.primitive}(a, b):\n    return helper_that_breaks()\n\n\n"
+              "def helper_that_breaks():\n    raise ValueError('boom from the candidate')\n")
+    observation, *_ = env.step(block("python", broken))
+    trace = observation[observation.index("Traceback"):]
+    assert "helper_that_breaks" in trace and "ValueError: boom from the candidate" in trace
+    assert "main.py" not in trace and "def main" not in trace and "record(index" not in trace

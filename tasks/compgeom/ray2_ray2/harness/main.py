@@ -30,6 +30,16 @@ def record(index, result):
     return " ".join(parts)
 
 
+def candidate_traceback():
+    """The exception being handled, with the candidate's frames only: this file's are not the
+    agent's code, and only mislead it."""
+    kind, error, tb = sys.exc_info()
+    here = os.path.abspath(__file__)
+    frames = [frame for frame in traceback.extract_tb(tb) if os.path.abspath(frame.filename) != here]
+    return "".join(["Traceback (most recent call last):\n", *traceback.format_list(frames),
+                    *traceback.format_exception_only(kind, error)])
+
+
 def main():
     tokens = sys.stdin.read().split()
     count = int(tokens[0])
@@ -44,7 +54,7 @@ def main():
             line = record(index, candidate.ray2_ray2(arg0, arg1))
         except Exception:
             if not reported:
-                print(f"case {index}:", traceback.format_exc(), file=sys.stderr)
+                print(f"case {index}:", candidate_traceback(), file=sys.stderr)
             reported = True
             line = f"E {index}"
         sys.stdout.write(line + "\n")
