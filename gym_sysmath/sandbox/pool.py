@@ -60,7 +60,8 @@ class PoolStats:
     ``workers_lost`` counts containers thrown away because they broke (died, were killed, could
     not be purged clean), not those closed with the pool or trimmed from the reserve;
     ``retries`` counts harness failures absorbed by re-running a job or rebuilding a session
-    on a fresh container; ``purges`` counts leases whose container was purged and reused.
+    on a fresh container; ``purges`` counts leases whose container was purged and reused;
+    ``live_workers`` counts the containers that are clean, leased or being purged.
     """
 
     requests: int
@@ -169,7 +170,8 @@ class Sandbox:
         self._clean: list[Worker] = []
         self._leased: set[Worker] = set()
         self._starting = 0
-        self._purging = 0
+        self._purging = 0  # handed back, being purged
+        self._destroying = 0  # broken, dirty or surplus, being removed
         self._waiting = 0
         self._rollouts = 0
         self._prestarted = 0  # the reserve ``prestart`` asked for: a floor, not more rollouts
@@ -234,7 +236,7 @@ class Sandbox:
             return len(self._clean)
 
     def _live(self) -> int:
-        return len(self._clean) + len(self._leased) + self._starting + self._purging
+        return len(self._clean) + len(self._leased) + self._starting + self._purging + self._destroying
 
     def _room(self) -> bool:
         return self.pool_size is None or self._live() < self.pool_size
@@ -339,11 +341,16 @@ class Sandbox:
                 destroy_now = False
                 if worker.broken:
                     self._counts["workers_lost"] += 1
-                self._purging += 1  # counted until purged or destroyed, so the cap holds
+                    self._destroying += 1  # counted until it is gone, so the cap holds
+                else:
+                    self._purging += 1
                 try:
                     self._purger.submit(self._destroy if worker.broken else self._purge, worker)
                 except RuntimeError:  # interpreter exit: no more threads
-                    self._purging -= 1
+                    if worker.broken:
+                        self._destroying -= 1
+                    else:
+                        self._purging -= 1
                     destroy_now = True
                 self._top_up()
             self._cond.notify_all()
@@ -357,15 +364,16 @@ class Sandbox:
         except SandboxError:
             pass
         with self._cond:
-            keep = clean and not worker.broken and not self._closed and self._live() <= self._wanted()
+            self._purging -= 1
+            keep = clean and not worker.broken and not self._closed and self._live() < self._wanted()
             if keep:
-                self._purging -= 1
                 self._clean.append(worker)
                 self._counts["purges"] += 1
                 self._cond.notify_all()
                 return
             if not clean and not self._closed:
                 self._counts["workers_lost"] += 1
+            self._destroying += 1
         self._destroy(worker)
 
     def _destroy(self, worker: Worker) -> None:
@@ -373,7 +381,7 @@ class Sandbox:
             worker.destroy()
         finally:
             with self._cond:
-                self._purging -= 1
+                self._destroying -= 1
                 self._top_up()
                 self._cond.notify_all()
 
@@ -402,7 +410,7 @@ class Sandbox:
 
     def stats(self) -> PoolStats:
         with self._cond:
-            return PoolStats(**self._counts, live_workers=len(self._clean) + len(self._leased),
+            return PoolStats(**self._counts, live_workers=len(self._clean) + len(self._leased) + self._purging,
                              leased_now=len(self._leased))
 
     # ------------------------------------------------------------------ lifetime
