@@ -148,7 +148,9 @@ def candidate_attack(env, language: str, payload: str) -> Attack:
 def overlap(rollouts: Rollouts, victim: str, *attacks: Attack, lead_s: float = 0.4) -> list[list[dict]]:
     """Start each attack in a thread (staggered, so each takes a machine of its own where
     machines are shared), run the victim's episode meanwhile, and return what each attack's
-    steps reported. The victim's assertions run first; an attacker's exception is re-raised."""
+    steps reported. The victim's assertions run first; an attacker's exception is re-raised;
+    and no harness failure may have been absorbed by a retry meanwhile (a container broken by a
+    neighbour, even one the retry hides)."""
     done = threading.Event()
     results: list[list[dict] | BaseException | None] = [None] * len(attacks)
 
@@ -158,6 +160,8 @@ def overlap(rollouts: Rollouts, victim: str, *attacks: Attack, lead_s: float = 0
         except BaseException as exc:  # re-raised in the test's thread
             results[index] = exc
 
+    pool = rollouts.victims[victim].unwrapped.sandbox
+    retries = pool.stats().retries
     threads = [threading.Thread(target=runner, args=(index, attack), daemon=True)
                for index, attack in enumerate(attacks)]
     for thread in threads:
@@ -174,6 +178,7 @@ def overlap(rollouts: Rollouts, victim: str, *attacks: Attack, lead_s: float = 0
         if isinstance(result, BaseException):
             raise result
         assert result is not None, "an attacker rollout did not finish"
+    assert pool.stats().retries == retries, "a harness failure was absorbed by a retry: a machine broke under the attack"
     return results  # type: ignore[return-value]
 
 
@@ -346,25 +351,36 @@ def test_session_sync_loop_between_turns(rollouts):
 
 MEMFD_HOG = """\
 import errno, os
+def room():
+    # what the machine's memory cgroup has left, less a little: a neighbour's compiler needs more
+    for limit, usage in (('/sys/fs/cgroup/memory/memory.limit_in_bytes', '/sys/fs/cgroup/memory/memory.usage_in_bytes'),
+                         ('/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory.current')):
+        try:
+            return int(open(limit).read()) - int(open(usage).read()) - (24 << 20)
+        except (OSError, ValueError):
+            pass
+    return 2900 << 20
 hog = []
 def take(total):
-    chunk = b'\\1' * (16 << 20)
+    chunk = b'\\1' * (8 << 20)
     taken = 0
-    while taken < total:
+    while taken + len(chunk) < total:
         try:
             fd = os.memfd_create('hog')
         except OSError:
             break
         hog.append(fd)
         try:
-            for _ in range(3):  # each file stays under RLIMIT_FSIZE
+            for _ in range(7):  # each file stays under RLIMIT_FSIZE
+                if taken + len(chunk) >= total:
+                    break
                 os.write(fd, chunk)
                 taken += len(chunk)
         except OSError as exc:
             if exc.errno != errno.EFBIG:
                 break
     return taken
-took = take(2900 << 20)
+took = take(min(room(), 2900 << 20))
 print('memfd bytes held', took)
 """
 
@@ -552,9 +568,11 @@ def test_same_policy_cannot_pass_data_between_rollouts(rollouts):
         _, reward, terminated, _, info = writer_env.step(writer_env.unwrapped.reference_action())
         assert (reward, terminated, info["scoring_error"]) == (1.0, True, None), info
         ended = True
+        no_victim = threading.Event()
+        no_victim.set()
         for _ in range(3):
             later = session_attack(reader_env, probe_turn(LEAK_READER, 0.2, escape=False), check=None)
-            assert_learned_nothing([later(threading.Event())])
+            assert_learned_nothing([later(no_victim)])
     finally:
         if not ended:
             writer_env.reset(seed=0)
