@@ -285,6 +285,7 @@ class Sandbox:
         deadline = time.monotonic() + LEASE_WAIT_S
         with self._cond:
             self._waiting += 1
+            waiting = True
             try:
                 while True:
                     if self._closed:
@@ -292,6 +293,10 @@ class Sandbox:
                     if self._clean:
                         worker = self._clean.pop()
                         self._leased.add(worker)
+                        # no longer waiting before the reserve is sized: counted in both, this lease
+                        # would make _top_up start a surplus container, destroyed at the next purge
+                        self._waiting -= 1
+                        waiting = False
                         self._top_up()
                         return worker
                     nothing_coming = self._starting == 0 and self._purging == 0
@@ -307,7 +312,8 @@ class Sandbox:
                             f"{self.pool_size}")
                     self._cond.wait(min(remaining, 1.0))
             finally:
-                self._waiting -= 1
+                if waiting:
+                    self._waiting -= 1
         try:
             worker = self._factory()
         except BaseException as exc:
