@@ -5,32 +5,45 @@
     python -m gym_sysmath.tasks.compgeom.build --verify   # compile and run all fixtures with the host toolchains
 
 The build fails when the corpus is not trustworthy: an id used twice, a public input repeated in
-the hidden set, a branch of a reference that the hidden cases never reach, or a bug edit that does
-not apply exactly once to its good fixture.
+the hidden set, a branch of a reference that the hidden cases never reach, a case that double
+precision does not decide exactly (``exactness.py``, and the good Python solution run on it), a
+tolerance candidate that passes every hidden case at some size (``tolerances.py``), or a bug
+edit that does not apply exactly once to its good fixture.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .cases import COMMAND, REACHABLE, VISIBILITIES, build_cases, render_case_file
-from .fixtures import bad_sources, verify
+from .cases import COMMAND, REACHABLE, VISIBILITIES, build_cases, exact_case, render_case_file
+from .fixtures import bad_sources, good_source, verify
 from .languages import LANGUAGES
 from .layout import ROOT, case_path, contract_path, fixture_path, harness_path, starter_path
 from .primitives import PRIMITIVES
 from .render import contract_markdown, harness_source, starter_source
 from .runner import run_local
+from .tolerances import uncaught
 
 GENERATED_DIRS = ("cases", "harness", "starter")
 
 
 class BuildError(RuntimeError):
     pass
+
+
+@functools.cache
+def checked_cases(primitive: str) -> dict:
+    """``build_cases(primitive)`` once it passes every check below (cached: the checks run the
+    good solution and every tolerance candidate on the corpus)."""
+    cases = build_cases(primitive)
+    _check_corpus(primitive, cases)
+    return cases
 
 
 def _check_corpus(primitive: str, cases: dict) -> None:
@@ -41,14 +54,19 @@ def _check_corpus(primitive: str, cases: dict) -> None:
     if hidden != REACHABLE[primitive]:
         raise BuildError(f"{primitive}: hidden cases miss branches {sorted(REACHABLE[primitive] - hidden)} "
                          f"or reach unknown ones {sorted(hidden - REACHABLE[primitive])}")
+    inexact = [c.id for v in VISIBILITIES for c in cases[v] if not exact_case(c)]
+    if inexact:
+        raise BuildError(f"{primitive}: double precision does not decide these cases exactly: {inexact[:5]}")
+    passing = uncaught(primitive, good_source(primitive, "python"), cases["hidden"])
+    if passing:
+        raise BuildError(f"{primitive}: tolerance candidates pass every hidden case: {passing[:5]}")
 
 
 def generated_files() -> dict[Path, str]:
     """Every generated path and its expected text."""
     out: dict[Path, str] = {}
     for primitive in PRIMITIVES:
-        cases = build_cases(primitive)
-        _check_corpus(primitive, cases)
+        cases = checked_cases(primitive)
         for visibility in VISIBILITIES:
             out[case_path(primitive, visibility)] = render_case_file(primitive, visibility, cases[visibility])
         out[contract_path(primitive)] = contract_markdown(primitive)

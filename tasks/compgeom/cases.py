@@ -17,15 +17,18 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .exactness import inexact
 from .layout import case_path
 from .primitives import BY_NAME, PRIMITIVES, Primitive
 from .reference import solve
 from .scenarios import PUBLIC, SCENARIOS_2D, SCENARIOS_BOX
+from .variants import DELTA_EXPONENTS, SCALE_EXPONENTS, near_misses, scaled
 
 COMMAND = "python -m gym_sysmath.tasks.compgeom.build"
 BASE_SEED = 20240605
@@ -227,34 +230,109 @@ def _rng(primitive: Primitive, *stream: int) -> np.random.Generator:
     return np.random.default_rng([BASE_SEED, PRIMITIVES.index(primitive.name), *stream])
 
 
-def _draws(primitive: Primitive, visibility: str) -> Iterator[tuple[str, list[Any]]]:
-    """(id, field values) in file order, before de-duplication."""
+# ---------------------------------------------------------------- exact in double, by construction
+
+TRIES = 8  # symmetry draws tried for a variant before falling back to its untransformed form
+NEAR_SCALE_EXPONENTS = (0, 0, -20, 16)  # a near miss is also scaled by 2**k, k drawn from these
+TRAIN_SCALE_EXPONENTS = tuple(range(-24, 21))
+
+
+@cache
+def _good_python(primitive_name: str) -> Any:
+    from .inprocess import load_source  # the runner grades with Case: imported late
+    from .layout import fixture_path
+
+    path = fixture_path(primitive_name, "good.py")
+    return load_source(path.read_text(encoding="utf-8"), str(path))
+
+
+def exact_case(case: Case) -> bool:
+    """Every contract product is exact in double precision (``exactness.inexact``) and the good
+    Python solution, which computes in double, reproduces the exact expectation."""
+    from .inprocess import failure
+
+    return inexact(case.primitive, case.input) is None and failure(_good_python(case.primitive), case) is None
+
+
+def _values(primitive: Primitive, case_input: Mapping[str, Any]) -> list[tuple[Fraction, ...]]:
+    return [tuple(Q(x) for x in case_input[arg][field]) for arg, shape in primitive.args for field in shape.fields]
+
+
+def _transform(primitive: Primitive, values: list[Any], rng: np.random.Generator) -> list[Any]:
+    return _transform_box(values, rng) if primitive.is_box else _transform_2d(primitive, values, rng)
+
+
+def _exact_or_none(primitive: Primitive, case_id: str, values: list[Any]) -> Case | None:
+    try:
+        case = make_case(primitive, case_id, values)
+    except ValueError:  # a coordinate double precision cannot hold
+        return None
+    return case if exact_case(case) else None
+
+
+def _variant(primitive: Primitive, case_id: str, values: list[Any], rng: np.random.Generator,
+             exponent: int = 0) -> Case | None:
+    """``values`` under a random symmetry (then scaled by ``2**exponent``), redrawn until double
+    precision decides it exactly; else the untransformed values scaled, if those are exact."""
+    for _ in range(TRIES):
+        case = _exact_or_none(primitive, case_id, scaled(_transform(primitive, values, rng), exponent))
+        if case is not None:
+            return case
+    return _exact_or_none(primitive, case_id, scaled(values, exponent))
+
+
+def _branch(primitive: Primitive, values: list[Any]) -> str:
+    return solve(primitive.name, _input_record(primitive, values)).branch
+
+
+@cache
+def _near_miss_table(primitive_name: str) -> tuple[tuple[str, list[tuple[Fraction, ...]]], ...]:
+    """Every scenario's near misses at every ``DELTA_EXPONENTS`` size, before symmetries."""
+    primitive = BY_NAME[primitive_name]
+    out = []
+    for name, values in _scenarios(primitive):
+        for k in DELTA_EXPONENTS:
+            for move, moved in near_misses(primitive, values, Q(1, 2**k), lambda v: _branch(primitive, v)):
+                out.append((f"{name}-near{k}-{move}", moved))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- the corpus
+
+def _draws(primitive: Primitive, visibility: str) -> Iterator[Case | None]:
+    """The cases in file order, before de-duplication (None: a variant no symmetry made exact)."""
     scenarios = _scenarios(primitive)
     if visibility == "public":
         by_name = dict(scenarios)
         for name in PUBLIC[primitive.name]:
-            yield name, by_name[name]
+            yield make_case(primitive, name, by_name[name])
     else:
         for s_index, (name, values) in enumerate(scenarios):
             for variant in range(VARIANTS):
-                rng = _rng(primitive, 1, s_index, variant)
-                moved = _transform_box(values, rng) if primitive.is_box else _transform_2d(primitive, values, rng)
-                yield f"{name}-{variant}", moved
+                yield _variant(primitive, f"{name}-{variant}", values, _rng(primitive, 1, s_index, variant))
+        for s_index, (name, values) in enumerate(scenarios):
+            for exponent in SCALE_EXPONENTS:
+                yield _variant(primitive, f"{name}-scale{exponent:+d}", values,
+                               _rng(primitive, 5, s_index, exponent + 64), exponent)
+        for index, (case_id, values) in enumerate(_near_miss_table(primitive.name)):
+            rng = _rng(primitive, 6, index)
+            yield _variant(primitive, case_id, values, rng, _pick(rng, NEAR_SCALE_EXPONENTS))
     count = RANDOM_PUBLIC if visibility == "public" else RANDOM_HIDDEN["box" if primitive.is_box else "2d"]
     for index in range(count):
         rng = _rng(primitive, 2 if visibility == "public" else 3, index)
         prefix = "sample" if visibility == "public" else "random"
         if primitive.is_box:
-            yield f"{prefix}-{index:03d}", _random_box(rng)
+            yield make_case(primitive, f"{prefix}-{index:03d}", _random_box(rng))
         else:
             mode = "generic" if visibility == "public" else _pick(rng, RANDOM_MODES)
-            yield f"{prefix}-{mode}-{index:03d}", _random_2d(primitive, rng, mode)
+            yield make_case(primitive, f"{prefix}-{mode}-{index:03d}", _random_2d(primitive, rng, mode))
 
 
 def _key(case: Case) -> str:
     return json.dumps(case.input, sort_keys=True)
 
 
+@cache
 def build_cases(primitive_name: str) -> dict[str, tuple[Case, ...]]:
     """Public and hidden cases; a hidden draw that repeats any earlier input is dropped."""
     primitive = BY_NAME[primitive_name]
@@ -262,13 +340,47 @@ def build_cases(primitive_name: str) -> dict[str, tuple[Case, ...]]:
     out: dict[str, tuple[Case, ...]] = {}
     for visibility in VISIBILITIES:
         cases = []
-        for case_id, values in _draws(primitive, visibility):
-            case = make_case(primitive, case_id, values)
-            if _key(case) not in seen:
+        for case in _draws(primitive, visibility):
+            if case is not None and _key(case) not in seen:
                 seen.add(_key(case))
                 cases.append(case)
         out[visibility] = tuple(cases)
     return out
+
+
+def train_cases(primitive_name: str, rng: np.random.Generator, public: Sequence[Case] = ()) -> tuple[Case, ...]:
+    """A fresh hidden set for one training episode, every draw from ``rng``: each scenario under
+    a random symmetry and once more at a random power-of-two scale, near misses of each at two
+    random sizes 2**-7 .. 2**-42, and random configurations. Every case is exact in double
+    (as in the eval corpus), none repeats a public input, and every branch is reached."""
+    primitive = BY_NAME[primitive_name]
+    drawn: list[Case | None] = []
+    scenarios = _scenarios(primitive)
+    for name, values in scenarios:
+        drawn.append(_variant(primitive, f"{name}-0", values, rng))
+        exponent = _pick(rng, TRAIN_SCALE_EXPONENTS)
+        drawn.append(_variant(primitive, f"{name}-scale{exponent:+d}", values, rng, exponent))
+    for name, values in scenarios:
+        for k in sorted({int(k) for k in rng.integers(DELTA_EXPONENTS[0], DELTA_EXPONENTS[-1] + 1, size=2)}):
+            for move, moved in near_misses(primitive, values, Q(1, 2**k), lambda v: _branch(primitive, v)):
+                drawn.append(_variant(primitive, f"{name}-near{k}-{move}", moved, rng,
+                                      _pick(rng, NEAR_SCALE_EXPONENTS)))
+    for index in range(RANDOM_HIDDEN["box" if primitive.is_box else "2d"]):
+        if primitive.is_box:
+            drawn.append(make_case(primitive, f"random-{index:03d}", _random_box(rng)))
+        else:
+            mode = _pick(rng, RANDOM_MODES)
+            drawn.append(make_case(primitive, f"random-{mode}-{index:03d}", _random_2d(primitive, rng, mode)))
+    seen = {_key(case) for case in public}
+    cases = []
+    for case in drawn:
+        if case is not None and _key(case) not in seen:
+            seen.add(_key(case))
+            cases.append(case)
+    missing = REACHABLE[primitive_name] - {case.branch for case in cases}
+    if missing:
+        raise RuntimeError(f"{primitive_name}: a train draw missed branches {sorted(missing)}")
+    return tuple(cases)
 
 
 def render_case_file(primitive: str, visibility: str, cases: Sequence[Case]) -> str:
@@ -295,13 +407,15 @@ def load_cases(primitive: str, visibility: str, path: Path | None = None) -> tup
 
 def timing_cases(primitive_name: str, copies: int) -> tuple[Case, ...]:
     """Seeded variants of the hidden inputs for performance runs: each copy moves every hidden
-    draw by a fresh random symmetry, so a program that memoises answers by input gains nothing."""
+    case by a fresh random symmetry (redrawn until double precision decides it exactly), so a
+    program that memoises answers by input gains nothing."""
     primitive = BY_NAME[primitive_name]
-    draws = list(_draws(primitive, "hidden"))
+    hidden = build_cases(primitive_name)["hidden"]
     cases = []
     for copy in range(copies):
-        for index, (case_id, values) in enumerate(draws):
-            rng = _rng(primitive, 4, copy, index)
-            moved = _transform_box(values, rng) if primitive.is_box else _transform_2d(primitive, values, rng)
-            cases.append(make_case(primitive, f"timing-{copy}-{case_id}", moved))
+        for index, case in enumerate(hidden):
+            moved = _variant(primitive, f"timing-{copy}-{case.id}", _values(primitive, case.input),
+                             _rng(primitive, 4, copy, index))
+            if moved is not None:
+                cases.append(moved)
     return tuple(cases)

@@ -1,0 +1,86 @@
+"""Is a case decided exactly in double precision? The products a natural solution forms.
+
+The contracts promise that every test input makes the quantities in their formulas exact in
+double precision, so a solution without tolerances decides every branch as the exact
+reference does. ``inexact(primitive, input)`` names the first quantity that is not exact (its
+double-precision value differs from the rational one), or returns None:
+
+- every 2D case: the directions (a segment's ``p1 - p0``), ``q``, each product in
+  ``perp(d0, d1)``, ``perp(q, d0)`` and ``perp(q, d1)``, and those sums;
+- collinear cases also: ``dot(d0, d0)``, ``dot(q, d0)``, ``dot(d0, d1)``, ``dot(d1, d1)``,
+  ``dot(q, d1)`` and, for a segment second input, ``dot(p1 - origin0, d0)``.
+
+Box inputs are only compared, never multiplied, so every box case is exact. The builder also
+runs the good Python solution on every case (``cases.exact_case``): exact products alone do not
+make a rounded division land on the right side of an end point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from .primitives import BY_NAME
+
+Pair = tuple[float, float]
+
+
+def _fields(primitive: str, case_input: Mapping[str, Any]) -> list[tuple[Pair, Pair, bool]]:
+    """Per input: (origin or p0, direction or p1, is_segment), as floats."""
+    out = []
+    for arg, shape in BY_NAME[primitive].args:
+        f0, f1 = shape.fields
+        a, b = (tuple(float(x) for x in case_input[arg][f]) for f in (f0, f1))
+        out.append((a, b, shape.fields == ("p0", "p1")))
+    return out
+
+
+class _Inexact(Exception):
+    pass
+
+
+def _diff(name: str, a: Pair, b: Pair) -> Pair:
+    out = (a[0] - b[0], a[1] - b[1])
+    for k in range(2):
+        if Fraction(out[k]) != Fraction(a[k]) - Fraction(b[k]):
+            raise _Inexact(name)
+    return out
+
+
+def _pair_product(name: str, a: Pair, b: Pair, sign: int) -> float:
+    """a.x*b.y - a.y*b.x (sign -1, perp) or a.x*b.x + a.y*b.y (sign +1, dot), checked exact."""
+    first, second = (a[0] * b[1], a[1] * b[0]) if sign < 0 else (a[0] * b[0], a[1] * b[1])
+    exact_first = Fraction(a[0]) * Fraction(b[1] if sign < 0 else b[0])
+    exact_second = Fraction(a[1]) * Fraction(b[0] if sign < 0 else b[1])
+    total = first - second if sign < 0 else first + second
+    if Fraction(first) != exact_first or Fraction(second) != exact_second:
+        raise _Inexact(f"a product in {name}")
+    if Fraction(total) != (exact_first - exact_second if sign < 0 else exact_first + exact_second):
+        raise _Inexact(name)
+    return total
+
+
+def inexact(primitive: str, case_input: Mapping[str, Any]) -> str | None:
+    """The first contract quantity of this input that double precision does not hold exactly."""
+    if BY_NAME[primitive].is_box:
+        return None
+    (o0, f0, seg0), (o1, f1, seg1) = _fields(primitive, case_input)
+    try:
+        d0 = _diff("d0", f0, o0) if seg0 else f0
+        d1 = _diff("d1", f1, o1) if seg1 else f1
+        if d0 == (0.0, 0.0) or d1 == (0.0, 0.0):
+            return None  # invalid: nothing is computed
+        q = _diff("q", o1, o0)
+        den = _pair_product("perp(d0, d1)", d0, d1, -1)
+        off = _pair_product("perp(q, d0)", q, d0, -1)
+        _pair_product("perp(q, d1)", q, d1, -1)
+        if den == 0 and off == 0:
+            for name, a, b in (("dot(d0, d0)", d0, d0), ("dot(q, d0)", q, d0), ("dot(d0, d1)", d0, d1),
+                               ("dot(d1, d1)", d1, d1), ("dot(q, d1)", q, d1)):
+                _pair_product(name, a, b, 1)
+            if seg1:
+                _pair_product("dot(p1 - origin0, d0)", _diff("p1 - origin0", f1, o0), d0, 1)
+    except _Inexact as error:
+        return str(error)
+    return None

@@ -1,0 +1,68 @@
+"""Run a Python solution in this process, case by case, the way the generated harness calls it.
+
+For known code only (the good fixtures and their generated variants): the builder uses it to
+check that every case is decided exactly in double precision by the good solution, and that
+every tolerance candidate fails some hidden case at every tolerance size it tries. Agent code
+never runs here; it runs in the sandbox.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+from .cases import Case
+from .grading import _check
+from .primitives import BY_NAME
+
+_counter = itertools.count()
+
+
+def load_source(source: str, label: str) -> ModuleType:
+    """The source executed as a fresh module (registered while its classes are made)."""
+    name = f"_compgeom_inprocess_{next(_counter)}"
+    module = ModuleType(name)
+    module.__file__ = label
+    sys.modules[name] = module
+    try:
+        exec(compile(source, label, "exec"), module.__dict__)
+    finally:
+        del sys.modules[name]
+    return module
+
+
+def record(module: ModuleType, case: Case) -> tuple[str, list[list[float]]] | None:
+    """(kind, lists) as the harness would print them for ``case``, or None if it raised."""
+    primitive = BY_NAME[case.primitive]
+    args: list[Any] = []
+    for arg, shape in primitive.args:
+        fields = case.input[arg]
+        if primitive.is_box:
+            values = {f: [float(x) for x in fields[f]] for f in shape.fields}
+        else:
+            values = {f: module.Vec2(float(fields[f][0]), float(fields[f][1])) for f in shape.fields}
+        args.append(getattr(module, shape.type_name)(**values))
+    try:
+        result = getattr(module, primitive.name)(*args)
+        if primitive.is_box:
+            return result.kind.value, [[float(x) for x in result.overlap.min], [float(x) for x in result.overlap.max]]
+        points = [float(c) for p in result.points for c in p]
+        return result.kind.value, [[float(t) for t in result.t0], [float(t) for t in result.t1], points]
+    except Exception:
+        return None
+
+
+def failure(module: ModuleType, case: Case) -> str | None:
+    """Why ``module`` fails ``case`` (as the host would grade it), or None when it passes."""
+    got = record(module, case)
+    if got is None:
+        return "raised"
+    return _check(case, *got)
+
+
+def first_failure(module: ModuleType, cases: Iterable[Case]) -> Case | None:
+    """The first case ``module`` fails, or None when it passes them all."""
+    return next((case for case in cases if failure(module, case) is not None), None)

@@ -1,0 +1,171 @@
+"""Tolerance candidates: the good fixture with one exact test loosened by a tolerance.
+
+The contracts have no tolerance anywhere, and the hidden cases are built so that a candidate
+with one fails: per primitive and per kind of test (``KINDS``), the builder runs each
+candidate's Python form in this process at every size in ``SIZES`` and requires a failing
+hidden case at each (``uncaught``). A tolerance only widens what it lets through as it grows,
+so the smallest size, 1e-12 of the inputs' scale, is the hardest to catch; the bad fixtures
+(``bad_tol_*`` in all three languages, run by ``verify``) use that size.
+
+- ``parallel``: ``|perp(d0, d1)| <= eps`` (absolute) or ``<= eps*|d0|*|d1|`` (relative, the sine
+  of the angle) counts as parallel;
+- ``collinear``: ``|perp(q, d0)| <= eps`` or ``<= eps*|q|*|d0|`` counts as collinear;
+- ``interval``: a crossing parameter within ``eps`` outside its interval counts as inside
+  (parameters are scale-free, so one form), and ``interval_collinear`` does the same for the
+  collinear overlap test (an end within ``eps`` of the other input's end counts as touching);
+- ``touch``: boxes less than ``eps`` apart (absolute, or relative to the compared coordinates)
+  count as touching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .cases import Case
+from .inprocess import first_failure, load_source
+from .mutation import Mutation, apply_edits
+
+EPS = "1e-12"
+SIZES: tuple[float, ...] = (1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 0.25, 1.0, 1e3)
+"""The tolerance sizes the builder tries for every candidate (bad fixtures use the first)."""
+
+CMATH = ("#include <algorithm>\n", "#include <algorithm>\n#include <cmath>\n")
+
+_PARALLEL = {
+    "abs": {
+        "cpp": (("if (den != 0) {", f"if (std::abs(den) > {EPS}) {{"), CMATH),
+        "rust": (("if den != 0.0 {", f"if den.abs() > {EPS} {{"),),
+        "python": (("if den != 0:", f"if abs(den) > {EPS}:"),),
+    },
+    "rel": {
+        "cpp": (("if (den != 0) {", f"if (std::abs(den) > {EPS} * std::sqrt(dot(d0, d0) * dot(d1, d1))) {{"), CMATH),
+        "rust": (("if den != 0.0 {", f"if den.abs() > {EPS} * (dot(d0, d0) * dot(d1, d1)).sqrt() {{"),),
+        "python": (("if den != 0:", f"if abs(den) > {EPS} * (_dot(d0, d0) * _dot(d1, d1)) ** 0.5:"),),
+    },
+}
+_COLLINEAR = {
+    "abs": {
+        "cpp": (("if (perp(q, d0) != 0) return", f"if (std::abs(perp(q, d0)) > {EPS}) return"), CMATH),
+        "rust": (("if perp(q, d0) != 0.0 {", f"if perp(q, d0).abs() > {EPS} {{"),),
+        "python": (("if _perp(q, d0) != 0:", f"if abs(_perp(q, d0)) > {EPS}:"),),
+    },
+    "rel": {
+        "cpp": (("if (perp(q, d0) != 0) return",
+                 f"if (std::abs(perp(q, d0)) > {EPS} * std::sqrt(dot(q, q) * dot(d0, d0))) return"), CMATH),
+        "rust": (("if perp(q, d0) != 0.0 {", f"if perp(q, d0).abs() > {EPS} * (dot(q, q) * dot(d0, d0)).sqrt() {{"),),
+        "python": (("if _perp(q, d0) != 0:", f"if abs(_perp(q, d0)) > {EPS} * (_dot(q, q) * _dot(d0, d0)) ** 0.5:"),),
+    },
+}
+_LO, _HI = f"-{EPS}", f"1 + {EPS}"
+_INTERVAL = {
+    "line2_ray2": {
+        "cpp": (("if (t1 >= 0)", f"if (t1 >= {_LO})"),),
+        "rust": (("if t1 >= 0.0 {", f"if t1 >= {_LO} {{"),),
+        "python": (("if t1 >= 0:", f"if t1 >= {_LO}:"),),
+    },
+    "line2_segment2": {
+        "cpp": (("if (0 <= t1 && t1 <= 1)", f"if ({_LO} <= t1 && t1 <= {_HI})"),),
+        "rust": (("if (0.0..=1.0).contains(&t1) {", f"if ({_LO}..=1.0 + {EPS}).contains(&t1) {{"),),
+        "python": (("if 0 <= t1 <= 1:", f"if {_LO} <= t1 <= {_HI}:"),),
+    },
+    "ray2_ray2": {
+        "cpp": (("if (t0 >= 0 && t1 >= 0)", f"if (t0 >= {_LO} && t1 >= {_LO})"),),
+        "rust": (("if t0 >= 0.0 && t1 >= 0.0 {", f"if t0 >= {_LO} && t1 >= {_LO} {{"),),
+        "python": (("if t0 >= 0 and t1 >= 0:", f"if t0 >= {_LO} and t1 >= {_LO}:"),),
+    },
+    "ray2_segment2": {
+        "cpp": (("if (t0 >= 0 && 0 <= t1 && t1 <= 1)", f"if (t0 >= {_LO} && {_LO} <= t1 && t1 <= {_HI})"),),
+        "rust": (("if t0 >= 0.0 && (0.0..=1.0).contains(&t1) {",
+                  f"if t0 >= {_LO} && ({_LO}..=1.0 + {EPS}).contains(&t1) {{"),),
+        "python": (("if t0 >= 0 and 0 <= t1 <= 1:", f"if t0 >= {_LO} and {_LO} <= t1 <= {_HI}:"),),
+    },
+    "segment2_segment2": {
+        "cpp": (("if (0 <= t0 && t0 <= 1 && 0 <= t1 && t1 <= 1)",
+                 f"if ({_LO} <= t0 && t0 <= {_HI} && {_LO} <= t1 && t1 <= {_HI})"),),
+        "rust": (("if (0.0..=1.0).contains(&t0) && (0.0..=1.0).contains(&t1) {",
+                  f"if ({_LO}..=1.0 + {EPS}).contains(&t0) && ({_LO}..=1.0 + {EPS}).contains(&t1) {{"),),
+        "python": (("if 0 <= t0 <= 1 and 0 <= t1 <= 1:", f"if {_LO} <= t0 <= {_HI} and {_LO} <= t1 <= {_HI}:"),),
+    },
+}
+_INTERVAL_COLLINEAR = {
+    "ray2_ray2": {  # facing away by less than eps counts as sharing the origin
+        "cpp": (("if (s == 0) return", f"if (s >= {_LO}) return"),),
+        "rust": (("if s == 0.0 {", f"if s >= {_LO} {{"),),
+        "python": (("if s == 0:", f"if s >= {_LO}:"),),
+    },
+    "ray2_segment2": {  # a segment ending less than eps behind the origin still overlaps
+        "cpp": (("if (hi < 0) return", f"if (hi < {_LO}) return"),),
+        "rust": (("if hi < 0.0 {", f"if hi < {_LO} {{"),),
+        "python": (("if hi < 0:", f"if hi < {_LO}:"),),
+    },
+    "segment2_segment2": {  # a gap of less than eps still overlaps
+        "cpp": (("if (lo > hi) return", f"if (lo > hi + {EPS}) return"),),
+        "rust": (("if lo > hi {", f"if lo > hi + {EPS} {{"),),
+        "python": (("if lo > hi:", f"if lo > hi + {EPS}:"),),
+    },
+}
+_TOUCH = {
+    "abs": {
+        "cpp": (("box0.max[i] < box1.min[i] || box0.min[i] > box1.max[i]",
+                 f"box1.min[i] - box0.max[i] > {EPS} || box0.min[i] - box1.max[i] > {EPS}"),),
+        "rust": (("box0.max[i] < box1.min[i] || box0.min[i] > box1.max[i]",
+                  f"box1.min[i] - box0.max[i] > {EPS} || box0.min[i] - box1.max[i] > {EPS}"),),
+        "python": (("box0.max[i] < box1.min[i] or box0.min[i] > box1.max[i]",
+                    f"box1.min[i] - box0.max[i] > {EPS} or box0.min[i] - box1.max[i] > {EPS}"),),
+    },
+    "rel": {
+        "cpp": (("box0.max[i] < box1.min[i] || box0.min[i] > box1.max[i]",
+                 f"box1.min[i] - box0.max[i] > {EPS} * std::max(std::abs(box0.max[i]), std::abs(box1.min[i])) || "
+                 f"box0.min[i] - box1.max[i] > {EPS} * std::max(std::abs(box0.min[i]), std::abs(box1.max[i]))"), CMATH),
+        "rust": (("box0.max[i] < box1.min[i] || box0.min[i] > box1.max[i]",
+                  f"box1.min[i] - box0.max[i] > {EPS} * box0.max[i].abs().max(box1.min[i].abs())\n"
+                  f"            || box0.min[i] - box1.max[i] > {EPS} * box0.min[i].abs().max(box1.max[i].abs())"),),
+        "python": (("box0.max[i] < box1.min[i] or box0.min[i] > box1.max[i]",
+                    f"(box1.min[i] - box0.max[i] > {EPS} * max(abs(box0.max[i]), abs(box1.min[i]))\n"
+                    f"                or box0.min[i] - box1.max[i] > {EPS}"
+                    " * max(abs(box0.min[i]), abs(box1.max[i])))"),),
+    },
+}
+
+_FORM = {"abs": "absolute", "rel": "relative to the inputs' size"}
+
+
+def _tolerances(primitive: str) -> tuple[Mutation, ...]:
+    if primitive == "aligned_box_aligned_box":
+        return tuple(Mutation(f"tol_touch_{form}", f"boxes less than {EPS} apart ({_FORM[form]}) count as touching",
+                              _TOUCH[form]) for form in ("abs", "rel"))
+    out = [Mutation(f"tol_parallel_{form}", f"|perp(d0, d1)| <= {EPS} ({_FORM[form]}) counts as parallel",
+                    _PARALLEL[form]) for form in ("abs", "rel")]
+    out += [Mutation(f"tol_collinear_{form}", f"|perp(q, d0)| <= {EPS} ({_FORM[form]}) counts as collinear",
+                     _COLLINEAR[form]) for form in ("abs", "rel")]
+    if primitive in _INTERVAL:
+        out.append(Mutation("tol_interval", f"a crossing parameter within {EPS} outside its interval counts as inside",
+                            _INTERVAL[primitive]))
+    if primitive in _INTERVAL_COLLINEAR:
+        out.append(Mutation("tol_interval_collinear", f"collinear inputs less than {EPS} (in parameter) apart "
+                            "count as overlapping", _INTERVAL_COLLINEAR[primitive]))
+    return tuple(out)
+
+
+TOLERANCES: dict[str, tuple[Mutation, ...]] = {
+    p: _tolerances(p) for p in ("aligned_box_aligned_box", "line2_line2", "line2_ray2", "line2_segment2",
+                                "ray2_ray2", "ray2_segment2", "segment2_segment2")
+}
+"""Per primitive, its tolerance candidates (bad fixtures ``bad_<name>``, tolerance ``EPS``)."""
+
+
+def with_size(source: str, size: float) -> str:
+    """A tolerance candidate's source with its tolerance set to ``size``."""
+    return source.replace(EPS, repr(size))
+
+
+def uncaught(primitive: str, good_python: str, hidden: Sequence[Case]) -> list[str]:
+    """'<candidate> at <size>' for every tolerance candidate and size that passes every hidden case."""
+    out = []
+    for mutation in TOLERANCES[primitive]:
+        source = apply_edits(good_python, mutation, "python", primitive)
+        for size in SIZES:
+            module = load_source(with_size(source, size), f"{primitive}/bad_{mutation.name}.py@{size}")
+            if first_failure(module, hidden) is None:
+                out.append(f"{mutation.name} at {size:g}")
+    return out
