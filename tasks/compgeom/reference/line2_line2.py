@@ -11,9 +11,14 @@ Let `d0`, `d1` be the directions, `q = line1.origin - line0.origin` and
 - `den == 0` and `perp(q, d0) == 0`: the same line, `line`, with nothing else reported (the
   directions may point the same way or opposite ways).
 
-Differences from Geometric Tools, on purpose: a zero direction is `invalid` (Geometric Tools
-calls it the same line, even for an off-line point), and no output slot is left at a default
-or sentinel value: the lists hold exactly the entries the kind promises.
+Differences from Geometric Tools, on purpose: no output slot is left at a default or sentinel
+value (the lists hold exactly the entries the kind promises), and a zero direction is
+`invalid`. Geometric Tools decides "the same line" with `perp(q, d1) == 0`, against the second
+direction, so a zero second input is always the same line, wherever it is: origin (0, 0),
+direction (1, 0) and origin (5, 5), direction (0, 0) intersect infinitely often there. A zero
+first input meets nothing unless its origin lies on the other line: origin (1, 1), direction
+(0, 0) and origin (0, 0), direction (1, 0) give no intersection, origin (3, 0), direction
+(0, 0) and origin (0, 0), direction (1, 0) the same line.
 """
 
 from __future__ import annotations

@@ -13,9 +13,14 @@
   start, the ray's origin, with `t1 = 0` and `t0 = dot(q, d0) / dot(d0, d0)`, whichever way
   the ray points.
 
-Differences from Geometric Tools, on purpose: a zero direction is `invalid` rather than "same
-line", and the collinear case reports the ray's start with its true parameters instead of
-leaving output slots at defaults.
+Differences from Geometric Tools, on purpose: the collinear case reports the ray's start with
+its true parameters instead of leaving output slots at defaults or at `max()`, and a zero
+direction is `invalid`. Geometric Tools calls parallel inputs the same line when
+`perp(q, d1) == 0`, so a zero second input (the ray) always lies on the line, wherever it is:
+origin (0, 0), direction (1, 0) and origin (5, 5), direction (0, 0) intersect infinitely often
+there. A zero first input meets nothing unless its origin lies on the ray's line: origin
+(1, 1), direction (0, 0) and origin (0, 0), direction (1, 0) give no intersection, origin
+(3, 0), direction (0, 0) and origin (0, 0), direction (1, 0) the whole ray.
 """
 
 from __future__ import annotations

@@ -14,9 +14,19 @@ segment is `p0 + t*(p1 - p0)` for `0 <= t <= 1`. Let `d0 = line.direction`,
   parameter `t0 = dot(p - line.origin, d0) / dot(d0, d0)`; so `t1` is `[0, 1]` when the
   segment points along `d0` and `[1, 0]` when it points against it.
 
-Differences from Geometric Tools, on purpose: a zero direction or a zero-length segment is
-`invalid` rather than "same line", and the collinear end points are ordered along the first
-input, so the second input's parameters are correct for either orientation.
+Differences from Geometric Tools, on purpose:
+- Collinear: Geometric Tools reports no end points at all, only "infinitely many" with line
+  parameters `-max()` and `max()` and segment parameters 0 and 1: for the line through (0, 0)
+  along (1, 0) and the segment from (1, 0) to (3, 0) it gives no points where this contract
+  gives a `segment` from (1, 0) (`t0 = 1`) to (3, 0) (`t0 = 3`). Here the end points are
+  reported, ordered along the line, so the segment's parameters are right for either
+  orientation.
+- A zero direction or a zero-length segment is `invalid`. Geometric Tools calls parallel
+  inputs the same line when `perp(q, d1) == 0`, so a zero second input (the segment) always
+  lies on the line, wherever it is: origin (0, 0), direction (1, 0) and p0 (5, 5), p1 (5, 5)
+  intersect infinitely often there. A zero first input meets nothing unless its origin lies on
+  the segment's line: origin (1, 1), direction (0, 0) and p0 (0, 0), p1 (1, 0) give no
+  intersection, origin (3, 0), direction (0, 0) and p0 (0, 0), p1 (1, 0) infinitely many.
 """
 
 from __future__ import annotations

@@ -19,10 +19,22 @@ directions, `q = ray1.origin - ray0.origin` and `den = perp(d0, d1)`.
   - Opposite directions, `s == 0` (same origin): a `point`, the common origin, `t0 = t1 = 0`.
   - Opposite directions, `s < 0` (they point away from each other): `none`.
 
-Differences from Geometric Tools, on purpose: the collinear parameters are divided by the
-squared direction length (Geometric Tools uses `dot(d0, q)` as a parameter, right only for unit
-directions); opposite rays sharing an origin are always one `point` (its test and find queries
-disagree on the count); a zero direction is `invalid`.
+Differences from Geometric Tools, on purpose:
+- The collinear parameters are divided by the squared direction length: Geometric Tools uses
+  `dot(d0, q)` as a parameter, right only for unit directions (for the rays from (0, 0) along
+  (3, 3) and from (6, 6) along (1, 1) it reports `t0 = 36` where this contract has `t0 = 2`).
+- For facing rays Geometric Tools lists the points `ray0.origin`, `ray1.origin` but the second
+  ray's parameters as 0 then `dot(d0, q)`, so they are not paired with the points even for
+  unit directions: for the rays from (0, 0) along (1, 0) and (3, 0) along (-1, 0) it reports
+  `t1 = [0, 3]` where this contract has `t1 = [3, 0]`.
+- Opposite rays sharing an origin are always one `point` (Geometric Tools' test and find
+  queries disagree on the count).
+- A zero direction is `invalid`. Geometric Tools calls parallel inputs the same line when
+  `perp(q, d1) == 0`, so a zero second input is always on the first ray's line and is reported
+  as intersecting, wherever it is: origin (0, 0), direction (1, 0) and origin (5, 5), direction
+  (0, 0). A zero first input meets nothing unless its origin lies on the other ray's line:
+  origin (1, 1), direction (0, 0) and origin (0, 0), direction (1, 0) give no intersection,
+  origin (3, 0), direction (0, 0) and origin (0, 0), direction (1, 0) do intersect.
 """
 
 from __future__ import annotations

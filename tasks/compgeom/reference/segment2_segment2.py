@@ -18,10 +18,23 @@
   The `segment1` parameter of an overlap end at `t0` is `(t0 - u0) / (u1 - u0)`, so it
   decreases along `segment0` when the segments point opposite ways.
 
-Differences from Geometric Tools, on purpose: Geometric Tools gets the sign of the second
-segment's parameters wrong in the collinear case when the directions are opposite; here they
-are the true parameters. A zero-length segment is `invalid` (Geometric Tools treats it as
-collinear even when the point is off the line).
+Differences from Geometric Tools, on purpose:
+- Geometric Tools' default query uses the centred form of both segments: the center
+  `(p0 + p1)/2`, the unit vector from `p0` to `p1` and the half length, with parameters from
+  minus to plus the half length. For the segments from (0, 0) to (4, 0) and from (2, -1) to
+  (2, 3) it reports the parameters 0 and -1 where this contract has `t0 = 1/2`, `t1 = 1/4`. Its
+  collinear second parameters are measured along the first segment, so their sign is wrong when
+  the directions are opposite.
+- Its `Exact()` query uses this contract's end-point form, but in the collinear case with
+  opposite directions it sorts the second segment's parameters, so they are no longer paired
+  with the points: for the segments from (0, 0) to (4, 0) and from (6, 0) to (2, 0) it reports
+  the points (2, 0), (4, 0) with `t1 = [1/2, 1]` where this contract has `t1 = [1, 1/2]`.
+- A zero-length segment is `invalid`. Geometric Tools calls parallel inputs the same line when
+  `perp(q, d1) == 0`, so a zero second input is always on the first segment's line and meets
+  it where it projects inside it, wherever it is: p0 (0, 0), p1 (4, 0) and p0 (1, 3), p1 (1, 3)
+  give one point. A zero first input meets nothing unless it lies on the other segment's line:
+  p0 (1, 1), p1 (1, 1) and p0 (0, 0), p1 (1, 0) give no intersection, p0 (3, 0), p1 (3, 0) and
+  p0 (-1, 0), p1 (5, 0) one point.
 """
 
 from __future__ import annotations
