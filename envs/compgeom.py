@@ -10,13 +10,13 @@ from gym_sysmath.actions import Reply
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.sandbox import ExecutionResult, Job, Limits, Sandbox
 from gym_sysmath.tasks import compgeom
-from gym_sysmath.tasks.compgeom.cases import timing_cases
+from gym_sysmath.tasks.compgeom.cases import timing_cases, train_cases
 from gym_sysmath.verdicts import FAILED_EXECUTION, Grade, Verdict
 
 RUN_LIMITS = Limits(wall_s=10.0, cpu_s=5.0, memory_bytes=2 * 1024**3)
 PERF_LIMITS = Limits(wall_s=30.0, cpu_s=20.0, memory_bytes=2 * 1024**3, stdout_bytes=16 * 1024**2)
 PERF_REPEATS = 5
-PERF_COPIES = 40  # variants of each hidden input: long enough to time, short enough to wait for
+PERF_COPIES = 16  # variants of each hidden input (~5,000 inputs): long enough to time, short enough to wait for
 COMPILE_OUTPUT_CHARS = 4000
 STDERR_CHARS = 2000  # of a failing public run: the harness's first traceback and the candidate's own output
 
@@ -57,13 +57,21 @@ class CompGeomEnv(SysmathEnv):
 
     ## Starting State
     `reset(seed=..., options=...)`: `options` may carry `task_id`, `primitive` or `language`.
+    On the train split the reset also draws the episode's hidden cases from the env's RNG.
 
     ## Episode End
     Terminated on a submission, or when the `max_turns`-th code action is graded directly.
     Truncated with a `scoring_error` verdict if the sandbox harness fails.
 
     ## Arguments
-    - `split`: `"eval"` only (the 21 tasks; the hidden cases are the test).
+    - `split`: `"eval"` (default: the 21 tasks, graded on their fixed hidden cases) or `"train"`:
+      the same 21 tasks (prompt, contract, public cases), but every episode is graded on
+      fresh hidden cases drawn from the env's RNG by the eval corpus's generators (each
+      scenario under a random symmetry and at a random power-of-two scale, near misses at
+      random sizes 2^-7 .. 2^-42, random configurations; every branch reached, every case
+      exact in double), with expectations computed by the exact reference at reset. The same
+      seed draws the same cases. `task_ids` is empty there, as in the other families' train
+      splits; `options={"task_id": ...}` still picks the task.
     - `languages`: restrict to some of `cpp`, `rust`, `python` (the per-language ids set it).
     - `primitives`: restrict to some primitives.
     - `max_turns`: code actions allowed (default 8); `1` grades the first one directly.
@@ -85,7 +93,7 @@ class CompGeomEnv(SysmathEnv):
 
     family = "compgeom"
     default_max_turns = 8
-    splits = ("eval",)
+    splits = ("eval", "train")
     default_limits = RUN_LIMITS
 
     def __init__(self, *, split: str = "eval", languages: Sequence[str] | None = None,
@@ -101,6 +109,7 @@ class CompGeomEnv(SysmathEnv):
         self._current: compgeom.CompGeomTask | None = None
         self._candidate: str | None = None
         self._public: compgeom.CaseReport | None = None
+        self._hidden: tuple[compgeom.Case, ...] = ()  # the episode's hidden cases (host side only)
         self._stdin_cache: dict[tuple[str, str], str] = {}
         self._timing_cases: dict[str, tuple[compgeom.Case, ...]] = {}
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
@@ -108,7 +117,7 @@ class CompGeomEnv(SysmathEnv):
 
     @property
     def task_ids(self) -> tuple[str, ...]:
-        return tuple(self._tasks)
+        return () if self.split == "train" else tuple(self._tasks)
 
     @property
     def current_task(self) -> compgeom.CompGeomTask | None:
@@ -125,8 +134,11 @@ class CompGeomEnv(SysmathEnv):
         self._current = chosen
         self._candidate = None
         self._public = None
+        self._hidden = (train_cases(chosen.primitive, self.np_random, chosen.public_cases)
+                        if self.split == "train" else chosen.hidden_cases)
+        self._stdin_cache.pop((chosen.task_id, "train"), None)
         return Task(chosen.task_id, self.family, compgeom.prompt_for(chosen, self.max_turns), None,
-                    {"primitive": chosen.primitive, "language": chosen.language})
+                    {"primitive": chosen.primitive, "language": chosen.language, "split": self.split})
 
     # ------------------------------------------------------------------ actions
 
@@ -176,7 +188,7 @@ class CompGeomEnv(SysmathEnv):
         if result.status != "ok":
             verdict = FAILED_EXECUTION.get(result.status, Verdict.RUNTIME_ERROR)
             return Grade(verdict, f"the program ended with {result.status}", self._metrics(result, None, hidden=True))
-        report = compgeom.compare(task.hidden_cases, result.stdout)
+        report = compgeom.compare(self._hidden, result.stdout)
         info = self._metrics(result, report, hidden=True)
         if not report.ok:
             return Grade(Verdict.WRONG_ANSWER, f"hidden cases passed: {report.summary()}", info)
@@ -195,8 +207,9 @@ class CompGeomEnv(SysmathEnv):
         return self.rollout.run(Job(task.language, files, stdin=self._stdin(task, which), limits=limits or self.limits))
 
     def _stdin(self, task: compgeom.CompGeomTask, which: str) -> str:
-        """The harness's stdin for public, hidden or timing inputs, built once per task."""
-        key = (task.task_id, which)
+        """The harness's stdin for public, hidden or timing inputs: built once per task (the
+        train split's hidden inputs once per episode). Inputs only, never expectations."""
+        key = (task.task_id, "train" if which == "hidden" and self.split == "train" else which)
         if key not in self._stdin_cache:
             self._stdin_cache[key] = compgeom.stdin_for(self._cases(task, which))
         return self._stdin_cache[key]
@@ -206,7 +219,7 @@ class CompGeomEnv(SysmathEnv):
             if task.task_id not in self._timing_cases:
                 self._timing_cases[task.task_id] = timing_cases(task.primitive, PERF_COPIES)
             return self._timing_cases[task.task_id]
-        return task.public_cases if which == "public" else task.hidden_cases
+        return task.public_cases if which == "public" else self._hidden
 
     def _performance(self, task: compgeom.CompGeomTask) -> float:
         """Wall time of the reference over the candidate's, capped at 1.
@@ -252,7 +265,7 @@ class CompGeomEnv(SysmathEnv):
             "public_passed": public.passed if public else 0,
             "public_total": len(task.public_cases),
             "hidden_passed": report.passed if (hidden and report) else 0,
-            "hidden_total": len(task.hidden_cases),
+            "hidden_total": len(self._hidden),
             "performance_score": None,
         }
 

@@ -40,7 +40,9 @@ def test_reference_passes_public_then_hidden(env, task):
 @pytest.mark.parametrize("language", compgeom.LANGUAGES)
 def test_bad_fixtures_score_zero(env, language):
     for task in compgeom.load_tasks(["segment2_segment2", "ray2_ray2"], [language]):
-        for bad in bad_sources(task.primitive, language).values():
+        for name, bad in bad_sources(task.primitive, language).items():
+            if name.startswith("bad_tol_") and "parallel_rel" not in name:
+                continue  # one tolerance candidate here; `verify compgeom` runs them all
             env.reset(options={"task_id": task.task_id})
             env.step(block(language, bad))
             _, reward, _, _, info = env.step("submit")
@@ -180,3 +182,20 @@ def test_python_candidate_traceback_shows_only_the_candidates_frames(env):
     trace = observation[observation.index("Traceback"):]
     assert "helper_that_breaks" in trace and "ValueError: boom from the candidate" in trace
     assert "main.py" not in trace and "def main" not in trace and "record(index" not in trace
+
+
+@pytest.mark.parametrize("language", compgeom.LANGUAGES)
+def test_train_episode_grades_on_fresh_cases_reference_passes_and_a_tolerance_fails(docker_available, language):
+    environment = gym.make("CompGeom-v0", split="train", languages=[language], max_turns=1)
+    try:
+        environment.reset(seed=1, options={"primitive": "ray2_segment2"})
+        hidden = environment.unwrapped._hidden
+        assert hidden != compgeom.load_tasks(["ray2_segment2"], [language])[0].hidden_cases
+        _, reward, _, _, info = environment.step(environment.unwrapped.reference_action())
+        assert (reward, info["verdict"], info["hidden_total"]) == (1.0, "correct", len(hidden))
+        environment.reset(seed=2, options={"primitive": "ray2_segment2"})
+        bad = bad_sources("ray2_segment2", language)[f"bad_tol_interval.{compgeom.BY_LANGUAGE[language].ext}"]
+        _, reward, _, _, info = environment.step(block(language, bad))
+        assert (reward, info["verdict"]) == (0.0, "wrong_answer")
+    finally:
+        environment.close()
