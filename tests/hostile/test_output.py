@@ -61,7 +61,10 @@ def test_invalid_utf8_nul_bytes_and_no_trailing_newline(attack, language, stream
 def test_undecodable_tool_output_keeps_the_observation_in_its_space(session_env):
     session_env.reset(seed=0)
     code = "import os\nos.write(1, b'\\xff\\x00\\x1b[31m\\xed\\xa0\\x80')\nos.write(2, b'\\x00\\xfe no newline')"
-    observation, _reward, terminated, truncated, info = session_env.step(f"```python\n{code}\n```")
+    try:
+        observation, _reward, terminated, truncated, info = session_env.step(f"```python\n{code}\n```")
+    finally:
+        session_env.reset(seed=0)  # ends the episode: its container goes back to the one-container pool
     assert (info["execution"], info["scoring_error"], terminated, truncated) == ("ok", None, False, False)
     assert session_env.observation_space.contains(observation)
     assert "no newline" in observation
