@@ -47,7 +47,7 @@ from tests.hostile.payloads import (
 pytestmark = pytest.mark.docker
 
 #: How long an attacker's step keeps attacking; victims start just after it does.
-ATTACK_S = 2.5
+ATTACK_S = 2.0
 #: Rollouts of the attacking policy for attacks that need to share the victim's machine.
 ATTACKERS = 2
 #: Attacker candidates get room to run their attack before they answer.
@@ -352,35 +352,44 @@ def test_session_sync_loop_between_turns(rollouts):
 MEMFD_HOG = """\
 import errno, os
 def room():
-    # what the machine's memory cgroup has left, less a little: a neighbour's compiler needs more
-    for limit, usage in (('/sys/fs/cgroup/memory/memory.limit_in_bytes', '/sys/fs/cgroup/memory/memory.usage_in_bytes'),
-                         ('/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory.current')):
-        try:
-            return int(open(limit).read()) - int(open(usage).read()) - (24 << 20)
-        except (OSError, ValueError):
-            pass
-    return 2900 << 20
+    # what the machine's memory cgroup has left that cannot be reclaimed, less a little: a
+    # neighbour's compiler needs more than that
+    try:
+        limit = int(open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read())
+        stat = dict(line.split() for line in open('/sys/fs/cgroup/memory/memory.stat'))
+        return limit - int(stat['total_rss']) - int(stat['total_shmem']) - (16 << 20)
+    except (OSError, ValueError, KeyError):
+        pass
+    try:
+        limit = int(open('/sys/fs/cgroup/memory.max').read())
+        stat = dict(line.split() for line in open('/sys/fs/cgroup/memory.stat'))
+        return limit - int(stat['anon']) - int(stat['shmem']) - (16 << 20)
+    except (OSError, ValueError, KeyError):
+        return (2900 << 20) - taken_so_far[0]  # no cgroup to read: about the issue's 2.9 GiB
+taken_so_far = [0]
 hog = []
 def take(total):
-    chunk = b'\\1' * (8 << 20)
+    chunk = b'\\1' * (1 << 20)
     taken = 0
-    while taken + len(chunk) < total:
+    while taken < total and room() > len(chunk):
         try:
             fd = os.memfd_create('hog')
         except OSError:
             break
         hog.append(fd)
         try:
-            for _ in range(7):  # each file stays under RLIMIT_FSIZE
-                if taken + len(chunk) >= total:
+            for _ in range(56):  # each file stays under RLIMIT_FSIZE
+                if room() <= len(chunk):
                     break
                 os.write(fd, chunk)
                 taken += len(chunk)
+                taken_so_far[0] = taken
         except OSError as exc:
             if exc.errno != errno.EFBIG:
+                print('memfd write failed', exc)
                 break
     return taken
-took = take(min(room(), 2900 << 20))
+took = take(8 << 30)
 print('memfd bytes held', took)
 """
 
