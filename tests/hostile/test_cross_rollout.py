@@ -652,3 +652,55 @@ def test_kernel_keyring_and_other_host_wide_calls(rollouts):
     results = overlap(rollouts, "csapp", candidate_attack(rollouts.candidates["python"], "python",
                                                           candidate_probe(probe, ATTACK_S)))
     assert_learned_nothing(results)
+
+
+def our_containers() -> list:
+    from gym_sysmath.sandbox import image
+
+    return image.containers_of_this_process(image.docker_client())
+
+
+def test_output_flood_fills_the_hosts_disk_through_container_logs(rollouts):
+    # every byte a job prints comes back through the supervisor's stdout: with Docker's default
+    # json-file log driver and no size cap, dockerd also writes it to the host's disk, for as long
+    # as the container lives (across rollouts, since containers are purged and reused). A policy
+    # printing its 1 MiB per turn in every rollout fills the host's disk.
+    flood = "import sys\nsys.stdout.write('x' * 1000000)\nsys.stdout.flush()"
+    attacks = [session_attack(env, flood, flood, flood, check=None) for env in sessions(rollouts)]
+    assert_no_scoring_error(overlap(rollouts, "csapp", *attacks))
+    unbounded = []
+    for container in our_containers():
+        container.reload()
+        log = container.attrs["HostConfig"].get("LogConfig") or {}
+        if log.get("Type") != "none" and "max-size" not in (log.get("Config") or {}):
+            unbounded.append(f"{container.name}: {log}")
+    assert not unbounded, f"containers whose output is logged to the host's disk without a cap: {unbounded[:3]}"
+
+
+def test_memfd_hogs_in_many_rollouts_cannot_exhaust_the_host(rollouts):
+    # one rollout can hold its whole container's memory in memfds (test_memfd_hog_... shows ~2.9
+    # GiB held while its session is stopped); the same policy in k rollouts holds k times that.
+    # Per-container limits protect neighbours only if the live containers' limits together fit
+    # in the host (or a parent cgroup caps them all): otherwise the host's OOM killer, which does
+    # not count unmapped memfd pages against their holder, kills a neighbour (or the trainer).
+    # Checked by arithmetic, not by running the hog in enough rollouts to take down this machine.
+    env = rollouts.sessions[0]
+    env.reset(seed=0)
+    try:
+        _, _, _, _, info = env.step("```python\nprint('hello')\n```")
+        assert info["execution"] == "ok"
+        containers = our_containers()
+        limits = []
+        parents = set()
+        for container in containers:
+            container.reload()
+            limits.append(int(container.attrs["HostConfig"].get("Memory") or 0))
+            parents.add(container.attrs["HostConfig"].get("CgroupParent") or "")
+    finally:
+        env.reset(seed=0)
+    with open("/proc/meminfo") as meminfo:
+        host = int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) * 1024
+    assert all(limits), "a container without a memory limit"
+    assert sum(limits) <= host or parents != {""}, (
+        f"{len(limits)} live containers may hold {sum(limits) / 2**30:.0f} GiB together (each "
+        f"{max(limits) / 2**30:.1f} GiB), the host has {host / 2**30:.0f} GiB, and no parent cgroup caps them")
