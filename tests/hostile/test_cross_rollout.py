@@ -455,9 +455,9 @@ def test_tmpfs_fill_starves_neighbours_build(rollouts):
 
 
 def test_memory_balloon_starves_neighbours_session(rollouts):
-    # a Python candidate forks a few children that each touch as much memory as they may, while
-    # a CsappExact neighbour runs its tool turn
-    payload = ("import os, time\nchildren = []\nfor _ in range(6):\n    pid = os.fork()\n    if pid == 0:\n"
+    # a Python candidate forks children that each touch as much memory as they may (together more
+    # than a container holds) while a CsappExact neighbour runs its tool turn
+    payload = ("import os, time\nchildren = []\nfor _ in range(2):\n    pid = os.fork()\n    if pid == 0:\n"
                "        held = []\n        try:\n            while True:\n"
                "                held.append(bytearray(64 << 20))\n        except MemoryError:\n            pass\n"
                f"        time.sleep({ATTACK_S})\n        os._exit(0)\n    children.append(pid)\n"
