@@ -347,6 +347,8 @@ class Sandbox:
                 destroy_now = False
                 if worker.broken:
                     self._counts["workers_lost"] += 1
+                if worker.broken or self.settings.fresh_per_rollout:
+                    worker.broken = True  # no other rollout may have it
                     self._destroying += 1  # counted until it is gone, so the cap holds
                 else:
                     self._purging += 1
@@ -514,7 +516,7 @@ class PythonSession:
         reply = self.lease.request(
             {"op": "session_run", "session": self._name, "code": code, "fetch": fetch,
              "limits": self.limits.to_wire()},
-            self.limits.wall_s + 15.0)
+            self.limits.wall_s + 30.0)  # room for the stop, the kills and the disk check after a turn
         raw = reply.get("result") or {}
         if raw.get("status") == "session_ended":
             raise SandboxError("session_lost", str(raw.get("detail", "the session is gone")))

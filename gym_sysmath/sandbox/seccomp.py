@@ -5,7 +5,7 @@ reaches past it: ``sync``/``syncfs`` flush the *host's* dirty pages, and ``ptrac
 ``process_vm_readv``/``writev``, ``kcmp`` and ``pidfd_getfd`` reach into other processes. A rollout
 needs none of them, nor asynchronous I/O (``io_uring``, ``io_submit``: writes that land after the
 sandbox measured the disk), ``userfaultfd``, ``perf_event_open``, key rings, namespaces, mounts,
-``bpf``, SysV IPC or POSIX queues. What is listed below is what Python 3, g++, rustc and the
+``bpf``, SysV IPC, POSIX queues, or any socket but a unix one. What is listed below is what Python 3, g++, rustc and the
 programs they build use; anything else fails with ``EPERM``, like Docker's own default.
 
 The profile is built for the host's architecture only, so the 32-bit syscall table of an
@@ -49,11 +49,17 @@ ALLOWED = {
         timerfd_gettime timerfd_settime clock_gettime clock_getres gettimeofday time futex futex_waitv poll
         ppoll select pselect6 epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2 eventfd
         eventfd2""",
-    # The container has no network ("none"): sockets are unix ones and the loopback device.
+    # Sockets are unix ones only (``socket``/``socketpair`` are checked below).
     "sockets": """
-        socket socketpair bind listen accept accept4 connect shutdown getsockname getpeername getsockopt
-        setsockopt sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg""",
+        bind listen accept accept4 connect shutdown getsockname getpeername getsockopt setsockopt sendto
+        recvfrom sendmsg recvmsg sendmmsg recvmmsg""",
 }
+
+#: The one socket family a rollout may make. The container has no network, but loopback TCP
+#: connections linger in TIME_WAIT for a minute after every process is gone (their addresses and
+#: ports carry data from one job to the next, and past the purge), AF_VSOCK is not namespaced at
+#: all (it reaches the hypervisor of a VM host), and netlink talks to the kernel.
+AF_UNIX = 1
 
 #: Refused on purpose, although Docker's default profile allows them (see the module docstring).
 _REFUSED_NAMES = """
@@ -88,6 +94,10 @@ def profile(machine: str | None = None) -> dict | None:
         "architectures": [arch],
         "syscalls": [
             {"names": allowed_syscalls(), "action": "SCMP_ACT_ALLOW"},
+            {"names": ["socket", "socketpair"], "action": "SCMP_ACT_ALLOW",
+             "args": [{"index": 0, "value": AF_UNIX, "op": "SCMP_CMP_EQ"}]},
+            {"names": ["socket", "socketpair"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EAFNOSUPPORT,
+             "args": [{"index": 0, "value": AF_UNIX, "op": "SCMP_CMP_NE"}]},
             {"names": ["clone"], "action": "SCMP_ACT_ALLOW",
              "args": [{"index": 0, "value": CLONE_NAMESPACE_FLAGS, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}]},
             # clone3's flags sit in a struct seccomp cannot read: refuse it as unknown, so that

@@ -29,6 +29,7 @@ PROTOCOL_VERSION = 2  # must equal the supervisor's
 LABEL_SANDBOX = "gym_sysmath.sandbox"
 LABEL_OWNER = "gym_sysmath.owner"
 RUNTIME_VARIABLE = "GYM_SYSMATH_DOCKER_RUNTIME"
+FRESH_CONTAINERS_VARIABLE = "GYM_SYSMATH_FRESH_CONTAINERS"
 
 
 def supervisor_path() -> str:
@@ -99,9 +100,14 @@ class ContainerSettings:
     cpus: float = 1.0
     pids_limit: int = 256
     scratch_bytes: int = 512 * 1024**2
+    shm_bytes: int = 64 * 1024**2
     #: What one Python session's files may hold in the scratch in all (and at most 10,000 files):
     #: past it the session ends, so sessions cannot leave the worker's builds and jobs no room.
     session_disk_bytes: int = 64 * 1024**2
+    #: Replace a rollout's container instead of purging it for the next rollout: closes the
+    #: counters a purge cannot reset (inode and pid numbers, see SECURITY.md), at the price of a
+    #: container start per rollout (in the background, off the rollout's path).
+    fresh_per_rollout: bool = field(default_factory=lambda: os.environ.get(FRESH_CONTAINERS_VARIABLE) == "1")
     #: OCI runtime, e.g. "runsc" for gVisor (see SECURITY.md); None is the daemon's default (runc).
     runtime: str | None = field(default_factory=lambda: os.environ.get(RUNTIME_VARIABLE) or None)
 
@@ -131,8 +137,10 @@ class DockerWorker(Worker):
                 # /dev/ptmx, a link into it, leads nowhere.
                 tmpfs={"/scratch": f"size={settings.scratch_bytes},mode=0711,exec",
                        "/dev/pts": "ro,size=4k,mode=0755"},
-                # no /dev/shm, no SysV IPC, no POSIX queues: nothing writable outlives a job but its dir
-                ipc_mode="none",
+                # A private /dev/shm (POSIX semaphores and shared memory: multiprocessing needs them),
+                # emptied with each job and rollout; no SysV IPC and no POSIX queues.
+                ipc_mode="private",
+                shm_size=settings.shm_bytes,
                 sysctls={"kernel.shmmax": "0", "kernel.shmall": "0", "kernel.shmmni": "0", "kernel.msgmni": "0",
                          "kernel.sem": "0 0 0 0", "fs.mqueue.queues_max": "0"},
                 mem_limit=settings.memory_bytes,

@@ -523,6 +523,28 @@ def _empty_dir(folder: str) -> None:
                 os.unlink(entry.path)
 
 
+#: POSIX shared memory and semaphores (``multiprocessing`` needs them): the container's own tmpfs,
+#: emptied of a job's files with the job and of everything with the rollout.
+SHM_DIR = "/dev/shm"
+
+
+def _remove_owned_by(folder: str, uid: int) -> None:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != uid:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 PURGE_DEADLINE_S = 10.0  # the host's request timeout leaves room for it (execution.Job.request_timeout_s)
 RETIRE_REQUESTED = False  # a scratch dir could not be cleaned: the host should replace this worker
 
@@ -545,6 +567,8 @@ def _purge_uid(uid: int, workdir: str | None, deadline_s: float = PURGE_DEADLINE
                 os.kill(-1, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        if OWN_PID_NAMESPACE:  # the container's own /dev/shm (never a host's): what the uid left there
+            _remove_owned_by(SHM_DIR, uid)
         if workdir:  # its contents; the dir itself is in root's scratch root, so root removes it
             try:
                 _empty_dir(workdir)
@@ -956,14 +980,17 @@ class Session:
         """Nothing of the turn runs on while the agent thinks: only the stopped session stays.
 
         In the container's own pid namespace pids are handed out in order, so an unchanged
-        ``ns_last_pid`` proves the turn made no process and no thread: stopping the session is
-        enough. Otherwise ``kill(-1, SIGSTOP)`` as the session's uid stops every process of that
-        uid in one pass under the kernel's task-list lock, which a fork cannot complete across;
+        ``ns_last_pid`` shows the turn made no process and no thread, and the pids cgroup counting
+        exactly the tasks of tini, the supervisor, its zygote and the session proves nothing else
+        exists (whatever pid wrap-around did): stopping the session is then enough. Otherwise
+        ``kill(-1, SIGSTOP)`` as the session's uid stops every process of that uid in one pass
+        under the kernel's task-list lock, which a fork cannot complete across;
         then every stopped process but the session is killed, and the session's threads are seen
         stopped (their writes have landed) before the disk budget is measured.
         """
         self._signal(signal.SIGSTOP)
-        if last_pid_before is not None and _last_pid() == last_pid_before:
+        if (last_pid_before is not None and _last_pid() == last_pid_before
+                and _only_these_run((1, os.getpid(), ZYGOTE.pid, self.pid))):
             return _wait_stopped(self.pid)
         keep = self.pid if self._alive() else None
         if IS_ROOT:  # never as an ordinary host user (process backend): -1 would be all their processes
@@ -1031,17 +1058,41 @@ SESSION_FILES = 10_000  # files and dirs a session may keep in the scratch (see 
 #: Set by ``--own-pid-namespace`` (the Docker backend): the supervisor's container is its pid
 #: namespace, so ``ns_last_pid`` counts only this rollout's forks.
 OWN_PID_NAMESPACE = False
+#: Whether ``ns_last_pid`` was seen to move when the zygote was forked (a runtime such as gVisor
+#: may not keep it); without it every turn takes the full stop.
+PID_COUNTER_WORKS = False
+_PIDS_CURRENT = ("/sys/fs/cgroup/pids/pids.current", "/sys/fs/cgroup/pids.current")
 
 
-def _last_pid() -> int | None:
-    """The last pid this pid namespace handed out, or None where it says nothing (a host)."""
-    if not OWN_PID_NAMESPACE:
-        return None
+def _read_last_pid() -> int | None:
     try:
         with open("/proc/sys/kernel/ns_last_pid") as handle:
             return int(handle.read())
     except (OSError, ValueError):
         return None
+
+
+def _last_pid() -> int | None:
+    """The last pid this pid namespace handed out, or None where it proves nothing (a host)."""
+    return _read_last_pid() if OWN_PID_NAMESPACE and PID_COUNTER_WORKS else None
+
+
+def _only_these_run(pids: tuple[int, ...]) -> bool:
+    """Whether the container's pids cgroup counts exactly the tasks of ``pids``: no other
+    process or thread exists (a check that pid wrap-around cannot fool; False when unknown)."""
+    for path in _PIDS_CURRENT:
+        try:
+            with open(path) as handle:
+                current = int(handle.read())
+            break
+        except (OSError, ValueError):
+            continue
+    else:
+        return False
+    try:
+        return current == sum(len(os.listdir(f"/proc/{pid}/task")) for pid in pids)
+    except OSError:
+        return False
 
 
 def _wait_stopped(pid: int, deadline_s: float = 1.0) -> bool:
@@ -1151,14 +1202,37 @@ def _residue(scratch: str, own_pids: set[int]) -> list[str]:
     if left or os.listdir(os.path.join(scratch, ".build-cache")):
         problems.append(f"files left in the scratch: {', '.join(left[:8]) or '.build-cache'}")
     if OWN_PID_NAMESPACE:
-        try:
-            with open("/proc/net/unix") as handle:
-                named = [line.split()[-1] for line in handle.readlines()[1:] if len(line.split()) >= 8]
-        except OSError:
-            named = []
-        if named:
-            problems.append(f"unix sockets left: {', '.join(named[:8])}")
+        if os.path.isdir(SHM_DIR) and os.listdir(SHM_DIR):
+            problems.append(f"files left in {SHM_DIR}")
+        sockets = _sockets_left()
+        if sockets:
+            problems.append(f"sockets left: {', '.join(sockets[:8])}")
     return problems
+
+
+def _sockets_left(settle_s: float = 0.5) -> list[str]:
+    """Unix sockets with a name, and inet sockets of any kind (TIME_WAIT included), in the
+    container's network namespace. Sockets whose last reference was in flight (passed over a unix socket) when their
+    processes died are freed by the kernel a moment later: wait ``settle_s`` for them."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        left = []
+        for table in ("unix", "tcp", "tcp6", "udp", "udp6", "raw", "raw6"):
+            try:
+                with open(f"/proc/net/{table}") as handle:
+                    rows = handle.read().splitlines()[1:]
+            except OSError:
+                continue
+            if table == "unix":  # a nameless one nobody holds can be found by no one
+                left += [row.split()[-1] for row in rows if len(row.split()) >= 8]
+            else:
+                left += [f"{table}:{row.split()[1]}" for row in rows if row.strip()]
+        if not left or time.monotonic() > deadline:
+            return left
+        # Unreachable sockets (a cycle of them, each in flight in another) are freed by the
+        # kernel's unix garbage collector, which a unix socket's release sets off.
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).close()
+        time.sleep(0.02)
 
 
 def _try_parse_frame(buffer: bytearray, max_size: int = SESSION_REPLY_MAX_BYTES):
@@ -1414,6 +1488,12 @@ class Supervisor:
         except (OSError, RecursionError):
             subprocess.run(["find", self.scratch, "-mindepth", "1", "-delete"], stderr=subprocess.DEVNULL,
                            check=False)
+        if OWN_PID_NAMESPACE and os.path.isdir(SHM_DIR):
+            try:
+                _empty_dir(SHM_DIR)
+            except (OSError, RecursionError):
+                subprocess.run(["find", SHM_DIR, "-mindepth", "1", "-delete"], stderr=subprocess.DEVNULL,
+                               check=False)
         self.builds = BuildCache(self.builds.root)
         try:
             os.makedirs(self.builds.root, mode=0o700, exist_ok=True)
@@ -1461,7 +1541,7 @@ def serve(in_fd: int, out_fd: int, supervisor: Supervisor) -> None:
 
 
 def main(argv: list[str]) -> int:
-    global OWN_PID_NAMESPACE, ZYGOTE
+    global OWN_PID_NAMESPACE, PID_COUNTER_WORKS, ZYGOTE
     scratch = "/scratch"
     uid_base = 20000
     session_disk = None
@@ -1490,7 +1570,9 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # jobs control the other ends of our pipes
     for module in PRELOADED_MODULES:
         __import__(module)
+    before = _read_last_pid()
     ZYGOTE = Zygote()  # before the first request: it must never hold one
+    PID_COUNTER_WORKS = before is not None and _read_last_pid() not in (None, before)
     os.makedirs(scratch, exist_ok=True)
     supervisor = Supervisor(scratch, uid_base, session_disk)
     os.makedirs(supervisor.builds.root, mode=0o700, exist_ok=True)
