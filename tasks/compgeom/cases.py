@@ -1,14 +1,19 @@
 """The case corpus: generation from scenarios and seeded random draws, JSON rendering and loading.
 
 Every expected output is computed by the exact reference from the case's own input; nothing is
-typed. Inputs are small integers and dyadic rationals (quarters, and 2**-24 for the nearly
-parallel scenarios), so every double-precision product a natural implementation forms is exact.
+typed. Inputs are dyadic rationals, and every case is checked exact in double precision
+(``exact_case``: the contract's products, and the good Python solution reproducing the key), so
+a solution without tolerances decides every branch as the reference does.
 
 Public cases are the scenarios named in ``scenarios.PUBLIC`` in their canonical coordinates plus
 a few random draws. Hidden cases are every scenario under three random symmetries (rotation by
 quarter turns, mirror, translation, rescaled directions, reversed segments, swapped inputs where
-both have the same type) plus seeded random configurations, half of them parallel or collinear
-on purpose. Each item has its own ``numpy.random.Generator``; the global RNG is never used.
+both have the same type), every scenario scaled by ``variants.SCALE_EXPONENTS`` powers of two,
+the near misses of every boundary scenario (``variants.near_misses``), plus seeded random
+configurations, half of them parallel or collinear on purpose. A symmetry that would make a
+case inexact is redrawn. ``train_cases`` draws a fresh hidden set the same way from one
+episode's generator. Each eval item has its own ``numpy.random.Generator``; the global RNG is
+never used.
 """
 
 from __future__ import annotations

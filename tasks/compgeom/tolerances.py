@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from .cases import Case
 from .inprocess import first_failure, load_source
 from .mutation import Mutation, apply_edits
+from .primitives import BY_NAME, PRIMITIVES
 
 EPS = "1e-12"
 SIZES: tuple[float, ...] = (1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 0.25, 1.0, 1e3)
@@ -131,7 +132,7 @@ _FORM = {"abs": "absolute", "rel": "relative to the inputs' size"}
 
 
 def _tolerances(primitive: str) -> tuple[Mutation, ...]:
-    if primitive == "aligned_box_aligned_box":
+    if BY_NAME[primitive].is_box:
         return tuple(Mutation(f"tol_touch_{form}", f"boxes less than {EPS} apart ({_FORM[form]}) count as touching",
                               _TOUCH[form]) for form in ("abs", "rel"))
     out = [Mutation(f"tol_parallel_{form}", f"|perp(d0, d1)| <= {EPS} ({_FORM[form]}) counts as parallel",
@@ -147,10 +148,7 @@ def _tolerances(primitive: str) -> tuple[Mutation, ...]:
     return tuple(out)
 
 
-TOLERANCES: dict[str, tuple[Mutation, ...]] = {
-    p: _tolerances(p) for p in ("aligned_box_aligned_box", "line2_line2", "line2_ray2", "line2_segment2",
-                                "ray2_ray2", "ray2_segment2", "segment2_segment2")
-}
+TOLERANCES: dict[str, tuple[Mutation, ...]] = {p: _tolerances(p) for p in PRIMITIVES}
 """Per primitive, its tolerance candidates (bad fixtures ``bad_<name>``, tolerance ``EPS``)."""
 
 
