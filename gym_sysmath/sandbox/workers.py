@@ -155,6 +155,9 @@ class DockerWorker(Worker):
                 security_opt=["no-new-privileges", *filter(None, [seccomp.security_option()])],
                 ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
                 labels={LABEL_SANDBOX: "1", LABEL_OWNER: owner},
+                # The protocol stream is the container's stdout: logged, every frame (program
+                # output included) would also be written to the host's disk for the container's life.
+                log_config=docker.types.LogConfig(type="none"),
                 user="0",
                 runtime=settings.runtime,
             )

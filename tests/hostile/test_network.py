@@ -43,12 +43,13 @@ def test_tcp_egress(attack, language):
 @ALL_PATHS
 def test_udp_egress(attack, language):
     attack(language, Verdict.CORRECT,
-           python=("import os, socket\nprobe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-                   "try:\n    probe.sendto(b'x', ('1.1.1.1', 53))\nexcept OSError:\n    pass\n"
-                   f"else:\n    os._exit({PROBE_HIT})"),
+           python=("import os, socket\n"
+                   "try:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('1.1.1.1', 53))\n"
+                   f"except OSError:\n    pass\nelse:\n    os._exit({PROBE_HIT})"),
            cpp=CPP_CONNECT + f'    if (connects(AF_INET, SOCK_DGRAM, "1.1.1.1", 53)) _exit({PROBE_HIT});',
-           rust=("    let probe = std::net::UdpSocket::bind(\"0.0.0.0:0\").unwrap();\n"
-                 f"    if probe.send_to(b\"x\", \"1.1.1.1:53\").is_ok() {{ std::process::exit({PROBE_HIT}); }}"))
+           rust=("    if let Ok(probe) = std::net::UdpSocket::bind(\"0.0.0.0:0\") {\n"
+                 f"        if probe.send_to(b\"x\", \"1.1.1.1:53\").is_ok() {{ std::process::exit({PROBE_HIT}); }}\n"
+                 "    }"))
 
 
 @ALL_PATHS
