@@ -704,3 +704,37 @@ def test_memfd_hogs_in_many_rollouts_cannot_exhaust_the_host(rollouts):
     assert sum(limits) <= host or parents != {""}, (
         f"{len(limits)} live containers may hold {sum(limits) / 2**30:.0f} GiB together (each "
         f"{max(limits) / 2**30:.1f} GiB), the host has {host / 2**30:.0f} GiB, and no parent cgroup caps them")
+
+
+#: A reader's look at what its container's cgroups remember of earlier rollouts: a peak memory
+#: use of 1 GiB or more was not this rollout's (it uses a few dozen MiB).
+CGROUP_MEMORY_READER = """\
+import os
+def probe():
+    for path in ('/sys/fs/cgroup/memory/memory.max_usage_in_bytes', '/sys/fs/cgroup/memory.peak'):
+        try:
+            peak = int(open(path).read())
+        except (OSError, ValueError):
+            continue
+        if peak >= 1 << 30:
+            return f'{path} remembers {peak >> 20} MiB'
+    return None
+"""
+
+
+def test_cgroup_counters_carry_data_to_the_next_rollout_in_the_container(rollouts):
+    # purging a container empties its files and processes, not its cgroups' counters: a writer
+    # rollout touches 1.5 GiB (the message: "more than 1 GiB", or any size it likes), ends its
+    # episode, and the next rollouts that lease containers read the peak memory use
+    writer, reader = rollouts.sessions[0], rollouts.sessions[1]
+    writer.reset(seed=0)
+    _, _, _, _, info = writer.step("```python\nmessage = bytearray(1536 << 20)\ndel message\nprint('sent')\n```")
+    assert (info["execution"], info["scoring_error"]) == ("ok", None), info
+    _, reward, terminated, _, info = writer.step(writer.unwrapped.reference_action())
+    assert (reward, terminated, info["scoring_error"]) == (1.0, True, None), info
+    time.sleep(1.0)  # the writer's container is purged and back in the reserve
+    no_victim = threading.Event()
+    no_victim.set()
+    for _ in range(3):
+        later = session_attack(reader, probe_turn(CGROUP_MEMORY_READER, 0.05, escape=False), check=None)
+        assert_learned_nothing([later(no_victim)])
