@@ -13,7 +13,9 @@ The attacker is the same policy in each of its rollouts. A tool-turn attacker al
 probe running after the turn in a process that tries to outlive the turn-end sweep (a fork
 chain), and holds what it took (memfds, threads, sockets, ptys) while its session is stopped,
 so the attack covers both the turn and the time between turns. The classes are the issue's:
-read, steal, slow, starve, signal, message, host.
+read, steal, slow, starve, signal, message, host. Two host checks are arithmetic on the live
+containers' settings (their sum of memory limits, their log driver), since running those attacks
+to the end would take down the machine the tests run on.
 """
 
 from __future__ import annotations
