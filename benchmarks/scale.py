@@ -61,7 +61,9 @@ def mem_available_mib() -> float:
 
 def container_memory_mib(container_id: str) -> float | None:
     """The container's memory as its cgroup reports it (v1 usage_in_bytes, or v2 memory.current)."""
-    for path in (f"/sys/fs/cgroup/memory/docker/{container_id}/memory.usage_in_bytes",
+    for path in (f"/sys/fs/cgroup/memory/gym-sysmath/{container_id}/memory.usage_in_bytes",  # capped parent
+                 f"/sys/fs/cgroup/gym-sysmath/{container_id}/memory.current",
+                 f"/sys/fs/cgroup/memory/docker/{container_id}/memory.usage_in_bytes",
                  f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/memory.current",
                  f"/sys/fs/cgroup/docker/{container_id}/memory.current"):
         try:

@@ -531,3 +531,28 @@ def test_thread_started_in_an_earlier_turn_does_not_run_between_turns(sandbox):
         assert int(after) - int(before) < 100, "the thread ran while the agent was thinking"  # ...not 500 ms
     finally:
         session.close()
+
+
+def test_all_sandbox_containers_are_capped_together_below_the_hosts_memory(sandbox):
+    # each container may hold 3 GiB; hundreds of them together must not be able to take the host
+    # (or the trainer beside them): a parent cgroup caps them all, where one can be made here
+    from gym_sysmath.sandbox import image
+
+    with sandbox.lease() as rollout:
+        rollout.run(python("print(1)"))
+        container = image.docker_client().containers.get(rollout.worker.container_name)
+    parent = container.attrs["HostConfig"].get("CgroupParent")
+    if parent is None or parent == "":
+        pytest.skip("no parent cgroup can be made here (not root, a remote daemon, or the systemd driver)")
+    with open("/proc/meminfo") as meminfo:
+        host = int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) * 1024
+    for path in (f"/sys/fs/cgroup/memory{parent}/memory.limit_in_bytes", f"/sys/fs/cgroup{parent}/memory.max"):
+        try:
+            with open(path) as handle:
+                cap = int(handle.read())
+            break
+        except (OSError, ValueError):
+            continue
+    else:
+        pytest.fail(f"the parent cgroup {parent} has no readable memory limit")
+    assert cap < host

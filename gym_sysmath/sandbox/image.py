@@ -215,6 +215,48 @@ def build_image(client: Any, *, bootstrap: bool = False, force: bool = False,
 
 # --------------------------------------------------------------------------- containers
 
+#: The cgroup every sandbox container is made under (cgroupfs driver), capped together.
+CGROUP_PARENT = "gym-sysmath"
+
+
+def capped_cgroup_parent(client: Any, host_memory_fraction: float) -> str | None:
+    """A parent cgroup whose memory limit caps all sandbox containers on this host together.
+
+    Each container's own limit holds one rollout in; together they may promise far more than
+    the host has (a few hundred rollouts at 3 GiB each). Under this parent, capped at
+    ``host_memory_fraction`` of the host's memory, an out-of-memory condition stays among the
+    sandbox containers and never reaches the trainer or the host. Made only where this process
+    can: a local daemon with the cgroupfs driver, as root, cgroup v1 or v2 with the memory
+    controller; None elsewhere (each container keeps its own limit only; see SECURITY.md).
+    """
+    if os.geteuid() != 0 or os.environ.get("DOCKER_HOST", "unix://").split("://")[0] not in ("unix", ""):
+        return None
+    try:
+        info = client.info()
+    except Exception:
+        return None
+    if info.get("CgroupDriver") != "cgroupfs":
+        return None
+    try:
+        with open("/proc/meminfo") as meminfo:
+            total = int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) * 1024
+    except (OSError, StopIteration, ValueError):
+        return None
+    limit = int(total * host_memory_fraction)
+    if info.get("CgroupVersion") == "2":
+        folder, files = f"/sys/fs/cgroup/{CGROUP_PARENT}", {"memory.max": str(limit)}
+    else:
+        folder, files = f"/sys/fs/cgroup/memory/{CGROUP_PARENT}", {"memory.limit_in_bytes": str(limit)}
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for name, value in files.items():
+            with open(os.path.join(folder, name), "w") as handle:
+                handle.write(value)
+    except OSError:
+        return None
+    return f"/{CGROUP_PARENT}"
+
+
 def owner_label() -> str:
     """host:pid:start-time of this process, so a reaper can tell a live owner from a dead one."""
     return f"{socket.gethostname()}:{os.getpid()}:{_process_start_time(os.getpid())}"

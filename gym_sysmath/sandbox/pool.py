@@ -201,7 +201,8 @@ class Sandbox:
         image.require_runtime(client, self.settings.runtime)
         image.reap_orphans(client)
         owner = image.owner_label()
-        return lambda: DockerWorker(client, tag, self.settings, owner)
+        parent = image.capped_cgroup_parent(client, self.settings.host_memory_fraction)
+        return lambda: DockerWorker(client, tag, self.settings, owner, parent)
 
     # ------------------------------------------------------------------ leases
 

@@ -101,6 +101,9 @@ class ContainerSettings:
     pids_limit: int = 256
     scratch_bytes: int = 512 * 1024**2
     shm_bytes: int = 64 * 1024**2
+    #: What all sandbox containers on the host may hold together, as a share of its memory (a
+    #: parent cgroup, where one can be made: ``image.capped_cgroup_parent``).
+    host_memory_fraction: float = 0.75
     #: What one Python session's files may hold in the scratch in all (and at most 10,000 files):
     #: past it the session ends, so sessions cannot leave the worker's builds and jobs no room.
     session_disk_bytes: int = 64 * 1024**2
@@ -115,7 +118,8 @@ class ContainerSettings:
 class DockerWorker(Worker):
     """A long-lived container running the supervisor under tini, spoken to over attach."""
 
-    def __init__(self, client: Any, image: str, settings: ContainerSettings, owner: str):
+    def __init__(self, client: Any, image: str, settings: ContainerSettings, owner: str,
+                 cgroup_parent: str | None = None):
         super().__init__()
         import docker.types
 
@@ -160,6 +164,7 @@ class DockerWorker(Worker):
                 log_config=docker.types.LogConfig(type="none"),
                 user="0",
                 runtime=settings.runtime,
+                cgroup_parent=cgroup_parent,
             )
             self.name = f"container {self.container.short_id}"
             attached = self.container.attach_socket(params={"stdin": 1, "stdout": 1, "stream": 1})
