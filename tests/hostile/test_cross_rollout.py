@@ -679,33 +679,50 @@ def test_output_flood_fills_the_hosts_disk_through_container_logs(rollouts):
     assert not unbounded, f"containers whose output is logged to the host's disk without a cap: {unbounded[:3]}"
 
 
+def _cgroup_memory_limit(parent: str) -> int | None:
+    """The memory limit of the host's cgroup ``parent`` (readable where the tests run as root)."""
+    for path in (f"/sys/fs/cgroup/memory{parent}/memory.limit_in_bytes", f"/sys/fs/cgroup{parent}/memory.max"):
+        try:
+            with open(path) as handle:
+                return int(handle.read())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def test_memfd_hogs_in_many_rollouts_cannot_exhaust_the_host(rollouts):
     # one rollout can hold its whole container's memory in memfds (test_memfd_hog_... shows ~2.9
     # GiB held while its session is stopped); the same policy in k rollouts holds k times that.
     # Per-container limits protect neighbours only if the live containers' limits together fit
-    # in the host (or a parent cgroup caps them all): otherwise the host's OOM killer, which does
-    # not count unmapped memfd pages against their holder, kills a neighbour (or the trainer).
-    # Checked by arithmetic, not by running the hog in enough rollouts to take down this machine.
+    # in what they share (the host, or a parent cgroup capping them all). Past that, the shared
+    # level runs out first, and its OOM killer, which does not count unmapped memfd pages
+    # against their holder, kills the process with the most resident memory: a neighbour's
+    # compiler or session (or, without a parent cgroup, the trainer). Checked by arithmetic, not
+    # by running the hog in enough rollouts to take down the machine the tests share.
     env = rollouts.sessions[0]
     env.reset(seed=0)
     try:
         _, _, _, _, info = env.step("```python\nprint('hello')\n```")
         assert info["execution"] == "ok"
-        containers = our_containers()
         limits = []
         parents = set()
-        for container in containers:
+        for container in our_containers():
             container.reload()
             limits.append(int(container.attrs["HostConfig"].get("Memory") or 0))
             parents.add(container.attrs["HostConfig"].get("CgroupParent") or "")
     finally:
         env.reset(seed=0)
     with open("/proc/meminfo") as meminfo:
-        host = int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) * 1024
+        shared = int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) * 1024
+    where = "the host"
+    for parent in parents - {""}:
+        capped = _cgroup_memory_limit(parent)
+        if capped is not None and capped < shared:
+            shared, where = capped, f"their parent cgroup {parent}"
     assert all(limits), "a container without a memory limit"
-    assert sum(limits) <= host or parents != {""}, (
+    assert sum(limits) <= shared, (
         f"{len(limits)} live containers may hold {sum(limits) / 2**30:.0f} GiB together (each "
-        f"{max(limits) / 2**30:.1f} GiB), the host has {host / 2**30:.0f} GiB, and no parent cgroup caps them")
+        f"{max(limits) / 2**30:.1f} GiB), but {where} has {shared / 2**30:.0f} GiB for them all")
 
 
 #: A reader's look at what its container's cgroups remember of earlier rollouts: a peak memory
