@@ -7,6 +7,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gym_sysmath.cli import main
 from gym_sysmath.evaluation import make_listing_env
@@ -39,8 +41,8 @@ def test_the_same_seed_draws_the_same_task_and_hidden_cases(train):
 
 def test_each_episode_draws_fresh_hidden_cases(train):
     drawn = []
-    for _ in range(3):
-        train.reset(options={"task_id": "ray2_segment2/rust"})
+    for seed in (0, None, None):  # seeded once, then the env's RNG runs on
+        train.reset(seed=seed, options={"task_id": "ray2_segment2/rust"})
         drawn.append(set(inputs(train.unwrapped._hidden)))
     assert drawn[0] != drawn[1] != drawn[2]
     eval_inputs = set(inputs(compgeom.load_tasks(["ray2_segment2"], ["rust"])[0].hidden_cases))
@@ -94,3 +96,13 @@ def test_export_of_the_train_split_writes_one_record_per_seed(capsys):
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["seed"] for r in records] == [5, 6, 7] and {r["split"] for r in records} == {"train"}
     assert all(r["task_id"] in {t.task_id for t in compgeom.load_tasks()} for r in records)
+
+
+@pytest.mark.parametrize("primitive", compgeom.PRIMITIVES)
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_every_train_draw_reaches_every_branch(primitive, seed):
+    """A symmetry can turn a segment around (same <-> opposite) or land on a public input; the
+    draw redraws until every branch is there."""
+    public = compgeom.load_tasks([primitive], ["cpp"])[0].public_cases
+    assert {case.branch for case in train_cases(primitive, np.random.default_rng(seed), public)} == REACHABLE[primitive]

@@ -239,7 +239,7 @@ def _rng(primitive: Primitive, *stream: int) -> np.random.Generator:
 
 TRIES = 8  # symmetry draws tried for a variant before falling back to its untransformed form
 NEAR_SCALE_EXPONENTS = (0, 0, -20, 16)  # a near miss is also scaled by 2**k, k drawn from these
-TRAIN_SCALE_EXPONENTS = tuple(range(-24, 21))
+TRAIN_SCALE_EXPONENTS = tuple(k for k in range(-24, 21) if k)  # never the public scale
 
 
 @cache
@@ -378,10 +378,28 @@ def train_cases(primitive_name: str, rng: np.random.Generator, public: Sequence[
             drawn.append(make_case(primitive, f"random-{mode}-{index:03d}", _random_2d(primitive, rng, mode)))
     seen = {_key(case) for case in public}
     cases = []
-    for case in drawn:
+
+    def keep(case: Case | None) -> None:
         if case is not None and _key(case) not in seen:
             seen.add(_key(case))
             cases.append(case)
+
+    for case in drawn:
+        keep(case)
+    # A symmetry may reverse a segment (same <-> opposite) and a draw may repeat a public input:
+    # redraw the scenarios of any branch not reached, then fall back to them only scaled.
+    for name, values in scenarios:
+        missing = REACHABLE[primitive_name] - {case.branch for case in cases}
+        if _branch(primitive, values) not in missing:
+            continue
+        for attempt in range(TRIES):
+            case = _variant(primitive, f"{name}-again{attempt}", values, rng)
+            if case is not None and case.branch in missing:
+                keep(case)
+                break
+        else:
+            exponent = _pick(rng, TRAIN_SCALE_EXPONENTS)
+            keep(_exact_or_none(primitive, f"{name}-scale{exponent:+d}", scaled(values, exponent)))
     missing = REACHABLE[primitive_name] - {case.branch for case in cases}
     if missing:
         raise RuntimeError(f"{primitive_name}: a train draw missed branches {sorted(missing)}")
