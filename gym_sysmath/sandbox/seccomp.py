@@ -5,8 +5,13 @@ reaches past it: ``sync``/``syncfs`` flush the *host's* dirty pages, and ``ptrac
 ``process_vm_readv``/``writev``, ``kcmp`` and ``pidfd_getfd`` reach into other processes. A rollout
 needs none of them, nor asynchronous I/O (``io_uring``, ``io_submit``: writes that land after the
 sandbox measured the disk), ``userfaultfd``, ``perf_event_open``, key rings, namespaces, mounts,
-``bpf``, SysV IPC, POSIX queues, or any socket but a unix one. What is listed below is what Python 3, g++, rustc and the
-programs they build use; anything else fails with ``EPERM``, like Docker's own default.
+``bpf``, SysV IPC, POSIX queues, or any socket but a unix one. Nor ``memfd_create``: memfd
+pages count against the container's memory but against no process, so a rollout holding
+gigabytes in them would have the OOM killer of a memory-starved host take a neighbour's
+process instead of its own; with memfds refused, what a rollout can hold outside its
+processes is bounded by its tmpfs sizes (scratch and ``/dev/shm``). What is listed below is
+what Python 3, g++, rustc and the programs they build use; anything else fails with ``EPERM``,
+like Docker's own default.
 
 The profile is built for the host's architecture only, so the 32-bit syscall table of an
 x86_64 host is refused as a whole.
@@ -32,7 +37,7 @@ ALLOWED = {
         inotify_rm_watch""",
     "memory": """
         brk mmap munmap mremap mprotect madvise mincore msync mlock mlock2 munlock mlockall munlockall
-        memfd_create membarrier remap_file_pages""",
+        membarrier remap_file_pages""",
     "processes": """
         fork vfork execve execveat exit exit_group wait4 waitid kill tkill tgkill getpid getppid gettid
         getpgid setpgid getpgrp getsid setsid getuid geteuid getgid getegid getresuid getresgid getgroups
@@ -67,7 +72,7 @@ _REFUSED_NAMES = """
     io_uring_register io_setup io_destroy io_submit io_cancel io_getevents io_pgetevents userfaultfd
     perf_event_open personality mq_open mq_unlink mq_timedsend mq_timedreceive mq_notify mq_getsetattr
     msgget msgsnd msgrcv msgctl semget semop semtimedop semctl shmget shmat shmdt shmctl
-    sync_file_range memfd_secret"""
+    sync_file_range memfd_secret memfd_create"""
 REFUSED = frozenset(_REFUSED_NAMES.split())
 
 #: Namespace flags of clone(2): a rollout may not make namespaces (a user namespace would give

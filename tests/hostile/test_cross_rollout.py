@@ -691,25 +691,30 @@ def _cgroup_memory_limit(parent: str) -> int | None:
 
 
 def test_memfd_hogs_in_many_rollouts_cannot_exhaust_the_host(rollouts):
-    # one rollout can hold its whole container's memory in memfds (test_memfd_hog_... shows ~2.9
-    # GiB held while its session is stopped); the same policy in k rollouts holds k times that.
-    # Per-container limits protect neighbours only if the live containers' limits together fit
-    # in what they share (the host, or a parent cgroup capping them all). Past that, the shared
-    # level runs out first, and its OOM killer, which does not count unmapped memfd pages
-    # against their holder, kills the process with the most resident memory: a neighbour's
-    # compiler or session (or, without a parent cgroup, the trainer). Checked by arithmetic, not
-    # by running the hog in enough rollouts to take down the machine the tests share.
+    # What a rollout holds in its processes, the OOM killer counts against them; what it holds
+    # outside them (memfd, tmpfs and /dev/shm pages) it does not, and the same policy in k
+    # rollouts holds k times that. Past what the live containers share (the host, or a parent
+    # cgroup capping them all), the shared level's OOM killer would take the process with the most
+    # resident memory: a neighbour's compiler or session, or the trainer. memfd_create is refused
+    # (test_memfd_hog_starves_neighbours_build), so the unattributed memory of each container is
+    # its tmpfs sizes: together they must fit. Checked by arithmetic, not by running the hog in
+    # enough rollouts to take down the machine the tests share.
     env = rollouts.sessions[0]
     env.reset(seed=0)
     try:
-        _, _, _, _, info = env.step("```python\nprint('hello')\n```")
+        _, _, _, _, info = env.step("```python\nimport os\ntry:\n    os.memfd_create('x')\n"
+                                    "    print('memfd made')\nexcept OSError:\n    print('memfd refused')\n```")
         assert info["execution"] == "ok"
-        limits = []
+        assert "memfd refused" in env.unwrapped._transcript[-1][1]
+        limits, unattributed = [], []
         parents = set()
         for container in our_containers():
             container.reload()
-            limits.append(int(container.attrs["HostConfig"].get("Memory") or 0))
-            parents.add(container.attrs["HostConfig"].get("CgroupParent") or "")
+            config = container.attrs["HostConfig"]
+            limits.append(int(config.get("Memory") or 0))
+            tmpfs = sum(_tmpfs_size(options) for options in (config.get("Tmpfs") or {}).values())
+            unattributed.append(tmpfs + int(config.get("ShmSize") or 0))
+            parents.add(config.get("CgroupParent") or "")
     finally:
         env.reset(seed=0)
     with open("/proc/meminfo") as meminfo:
@@ -720,9 +725,19 @@ def test_memfd_hogs_in_many_rollouts_cannot_exhaust_the_host(rollouts):
         if capped is not None and capped < shared:
             shared, where = capped, f"their parent cgroup {parent}"
     assert all(limits), "a container without a memory limit"
-    assert sum(limits) <= shared, (
-        f"{len(limits)} live containers may hold {sum(limits) / 2**30:.0f} GiB together (each "
-        f"{max(limits) / 2**30:.1f} GiB), but {where} has {shared / 2**30:.0f} GiB for them all")
+    assert sum(unattributed) <= shared, (
+        f"{len(limits)} live containers may hold {sum(unattributed) / 2**30:.1f} GiB outside their processes "
+        f"together, but {where} has {shared / 2**30:.0f} GiB for them all")
+
+
+def _tmpfs_size(options: str) -> int:
+    """The ``size=`` of a tmpfs mount's options, in bytes (Docker's default: half the host's memory)."""
+    for option in options.split(","):
+        if option.startswith("size="):
+            value = option[5:]
+            scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(value[-1:].lower(), 1)
+            return int(value.rstrip("kKmMgG")) * scale
+    return 1 << 62
 
 
 #: A reader's look at what its container's cgroups remember of earlier rollouts: a peak memory
@@ -741,11 +756,23 @@ def probe():
 """
 
 
-def test_cgroup_counters_carry_data_to_the_next_rollout_in_the_container(rollouts):
+@pytest.fixture
+def fresh_pair(docker_available, monkeypatch):
+    """A writer and a reader rollout on a pool whose containers are replaced, not purged."""
+    monkeypatch.setenv("GYM_SYSMATH_FRESH_CONTAINERS", "1")
+    pair = [gym.make("CsappExact-v0", max_turns=5, pool_size=4) for _ in range(2)]  # a pool of its own
+    yield pair
+    for env in pair:
+        env.close()
+
+
+def test_cgroup_counters_carry_data_to_the_next_rollout_in_the_container(fresh_pair):
     # purging a container empties its files and processes, not its cgroups' counters: a writer
     # rollout touches 1.5 GiB (the message: "more than 1 GiB", or any size it likes), ends its
-    # episode, and the next rollouts that lease containers read the peak memory use
-    writer, reader = rollouts.sessions[0], rollouts.sessions[1]
+    # episode, and the next rollouts that lease containers read the peak memory use. A purged
+    # container keeps them (a documented limit, SECURITY.md "Counters survive a purge"); with
+    # GYM_SYSMATH_FRESH_CONTAINERS=1 the next rollout never sees the writer's container.
+    writer, reader = fresh_pair
     writer.reset(seed=0)
     _, _, _, _, info = writer.step("```python\nmessage = bytearray(1536 << 20)\ndel message\nprint('sent')\n```")
     assert (info["execution"], info["scoring_error"]) == ("ok", None), info
