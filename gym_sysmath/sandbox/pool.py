@@ -260,26 +260,44 @@ class Sandbox:
                 return
             self._starting += 1
 
-    def _start_one(self) -> None:
+    def _start(self, *, lease: bool) -> Worker:
+        """Start a container the caller counted in ``_starting``: it joins the reserve, or the
+        leased set with ``lease``. A failure is remembered (it pauses the reserve) and raised."""
         try:
             worker = self._factory()
-        except BaseException as exc:  # a background thread: nothing may escape it
+        except BaseException as exc:
             error = exc if isinstance(exc, SandboxError) else SandboxError(
                 "container_start_failed", f"{type(exc).__name__}: {str(exc)[:300]}")
             with self._cond:
                 self._starting -= 1
                 self._last_start_error = error
                 self._cond.notify_all()
-            return
+            if error is exc or not isinstance(exc, Exception):
+                raise
+            raise error from exc
         with self._cond:
             self._starting -= 1
             self._counts["workers_started"] += 1
+            self._last_start_error = None
             closed = self._closed
             if not closed:
-                self._clean.append(worker)
+                if lease:
+                    self._leased.add(worker)
+                else:
+                    self._clean.append(worker)
+                self._top_up()
             self._cond.notify_all()
         if closed:
             worker.destroy()
+            raise SandboxError("sandbox_closed", "the sandbox was closed")
+        return worker
+
+    def _start_one(self) -> None:
+        """The reserve's background start: nothing may escape the thread (a failure is kept)."""
+        try:
+            self._start(lease=False)
+        except BaseException:
+            pass
 
     def _take(self) -> Worker:
         """A clean container for a lease: from the reserve, or started here when none is coming."""
@@ -315,26 +333,7 @@ class Sandbox:
             finally:
                 if waiting:
                     self._waiting -= 1
-        try:
-            worker = self._factory()
-        except BaseException as exc:
-            with self._cond:
-                self._starting -= 1
-                if isinstance(exc, SandboxError):
-                    self._last_start_error = exc
-                self._cond.notify_all()
-            raise
-        with self._cond:
-            self._starting -= 1
-            self._counts["workers_started"] += 1
-            self._last_start_error = None
-            if self._closed:
-                worker.destroy()
-                raise SandboxError("sandbox_closed", "the sandbox was closed")
-            self._leased.add(worker)
-            self._top_up()
-            self._cond.notify_all()
-        return worker
+        return self._start(lease=True)
 
     def _recycle(self, worker: Worker) -> None:
         """A lease let go of ``worker``: purge it for the next rollout, or destroy it."""
