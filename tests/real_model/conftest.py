@@ -33,7 +33,7 @@ SERVER_THREADS = os.environ.get("GYM_SYSMATH_REAL_MODEL_THREADS", "1")
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
     for item in items:
-        if here in Path(item.fspath).parents:
+        if here in item.path.parents:
             item.add_marker(pytest.mark.real_model)
             if not ENABLED:
                 item.add_marker(pytest.mark.skip(reason="the real-model tier: `make test-real-model` "
