@@ -30,16 +30,36 @@ def test_one_huge_allocation(attack, language):
            rust="    let block = vec![1u8; 1 << 36];\n    std::hint::black_box(&block);")
 
 
+#: /dev/shm is the container's own 64 MiB tmpfs (multiprocessing needs it): files of 16 MiB (under
+#: RLIMIT_FSIZE) until it is full; holding more than its size is a probe hit. What a job leaves
+#: there goes with it (``attack`` checks the next job on the same container).
+SHM_LIMIT = 64 << 20
+
+
 @ALL_PATHS
 def test_filling_dev_shm(attack, language):
-    # there is no /dev/shm to fill (ipc none, read-only root): the write must fail
     attack(language, Verdict.CORRECT,
-           python=("import os\ntry:\n    with open('/dev/shm/fill', 'wb') as handle:\n"
-                   "        handle.write(b'x' * (256 << 20))\nexcept OSError:\n    pass\n"
-                   f"else:\n    os._exit({PROBE_HIT})"),
-           cpp=(f'    if (FILE* shm = std::fopen("/dev/shm/fill", "wb")) {{ std::fclose(shm); _exit({PROBE_HIT}); }}\n'
-                f'    if (open("/dev/shm/sem.fill", O_CREAT | O_RDWR, 0600) >= 0) _exit({PROBE_HIT});'),
-           rust=(f'    if std::fs::write("/dev/shm/fill", vec![1u8; 256 << 20]).is_ok() {{ std::process::exit({PROBE_HIT}); }}'))
+           python=("import os\nheld = 0\ntry:\n    for i in range(64):\n"
+                   "        with open(f'/dev/shm/fill{i}', 'wb') as handle:\n"
+                   "            for _ in range(16):\n"
+                   "                handle.write(b'x' * (1 << 20))\n"
+                   "                handle.flush()\n"
+                   "                held += 1 << 20\n"
+                   f"except OSError:\n    pass\nif held > {SHM_LIMIT}:\n    os._exit({PROBE_HIT})"),
+           cpp=("    std::vector<char> mib(1 << 20, 'x');\n    long held = 0;\n"
+                "    for (int i = 0; i < 64; ++i) {\n"
+                "        int fd = open((\"/dev/shm/fill\" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY, 0600);\n"
+                "        if (fd < 0) break;\n        bool full = false;\n"
+                "        for (int j = 0; j < 16; ++j) {\n"
+                "            if (write(fd, mib.data(), mib.size()) != (ssize_t)mib.size()) { full = true; break; }\n"
+                "            held += 1 << 20;\n        }\n        close(fd);\n        if (full) break;\n    }\n"
+                f"    if (held > {SHM_LIMIT}L) _exit({PROBE_HIT});"),
+           rust=("    let mut held: u64 = 0;\n    let mib = vec![1u8; 1 << 20];\n    'files: for i in 0..64 {\n"
+                 "        use std::io::Write;\n"
+                 "        let Ok(mut file) = std::fs::File::create(format!(\"/dev/shm/fill{i}\")) else { break };\n"
+                 "        for _ in 0..16 {\n            if file.write_all(&mib).is_err() { break 'files; }\n"
+                 "            held += 1 << 20;\n        }\n    }\n"
+                 f"    if held > {SHM_LIMIT} {{ std::process::exit({PROBE_HIT}); }}"))
 
 
 @ALL_PATHS
