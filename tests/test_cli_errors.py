@@ -88,7 +88,9 @@ def test_export_of_a_split_the_env_lacks_is_one_line(capsys, monkeypatch):
 
 
 def test_a_closed_pipe_ends_export_quietly():
-    done = subprocess.run(f"{CLI[0]} export LinearAlgebra-v0 --out - | head -n 1; echo \"rc=${{PIPESTATUS[0]}}\"",
+    # 1 MB of records, far past a pipe's buffer: export is still writing when head closes it
+    done = subprocess.run(f"{CLI[0]} export LinearAlgebra-v0 --split train -n 2000 --out - | head -n 1; "
+                          "echo \"rc=${PIPESTATUS[0]}\"",
                           shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120)
     first, status = done.stdout.splitlines()
     assert json.loads(first)["env_id"] == LINALG
