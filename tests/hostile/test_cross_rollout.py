@@ -702,10 +702,10 @@ def test_memfd_hogs_in_many_rollouts_cannot_exhaust_the_host(rollouts):
     env = rollouts.sessions[0]
     env.reset(seed=0)
     try:
-        _, _, _, _, info = env.step("```python\nimport os\ntry:\n    os.memfd_create('x')\n"
+        observation, _, _, _, info = env.step("```python\nimport os\ntry:\n    os.memfd_create('x')\n"
                                     "    print('memfd made')\nexcept OSError:\n    print('memfd refused')\n```")
         assert info["execution"] == "ok"
-        assert "memfd refused" in env.unwrapped._transcript[-1][1]
+        assert "memfd refused" in observation
         limits, unattributed = [], []
         parents = set()
         for container in our_containers():
