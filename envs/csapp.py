@@ -59,7 +59,9 @@ class CsappExactEnv(SysmathEnv):
 
     ## Starting State
     `reset(seed=..., options=...)` draws a task with the env's RNG; `options` may carry
-    `task_id` or `categories` (integers, floats, bits, memory, cache).
+    `task_id`, `categories` (integers, floats, bits, memory, cache) or `difficulty` (easy,
+    medium, hard: see `gym_sysmath.tasks.csapp.difficulty`); `info["difficulty"]` is the task's
+    level. `gym_sysmath.curriculum.Curriculum` raises the level as the success rate climbs.
 
     ## Episode End
     Terminated after a final action or the `max_turns`-th tool turn. Truncated, with
@@ -68,6 +70,7 @@ class CsappExactEnv(SysmathEnv):
     ## Arguments
     - `split`: `"eval"` (the fixed 40, default) or `"train"` (fresh procedural variants).
     - `categories`: restrict tasks to these categories.
+    - `difficulty`: restrict tasks to this level (a reset option overrides it).
     - `max_turns`: tool turns allowed (default 5).
     - `tasks_path`: a forked task file to load instead of the shipped one.
     - `sandbox`: `"docker"` (default) or `"process"` (opt-in, weaker isolation).
@@ -86,8 +89,9 @@ class CsappExactEnv(SysmathEnv):
     def __init__(self, *, split: str = "eval", categories: tuple[str, ...] | list[str] | None = None,
                  max_turns: int | None = None, tasks_path: str | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, limits: Limits | None = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, difficulty: str | None = None):
         self.categories = self._check_categories(categories)
+        self.difficulty = None if difficulty is None else csapp.check_level(difficulty)
         self._tasks = {task.task_id: task for task in csapp.load_tasks(tasks_path)}
         self._current: csapp.CsappTask | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
@@ -112,13 +116,16 @@ class CsappExactEnv(SysmathEnv):
 
     def _select_task(self, options: Mapping[str, Any]) -> Task:
         categories = self._check_categories(options.get("categories")) or self.categories
+        wanted = options.get("difficulty", self.difficulty)
+        level = None if wanted is None else csapp.check_level(wanted)
         if "task_id" in options:
             chosen = self._lookup(self._tasks, options["task_id"])
         elif self.split == "train":
-            chosen = csapp.sample_task(self.np_random, categories)
+            chosen = csapp.sample_task(self.np_random, categories, difficulty=level)
         else:
-            ids = [task_id for task_id in self.task_ids if categories is None
-                   or self._tasks[task_id].category in categories]
+            ids = [task_id for task_id in self.task_ids if (categories is None
+                   or self._tasks[task_id].category in categories)
+                   and (level is None or csapp.task_level(self._tasks[task_id]) == level)]
             chosen = self._tasks[self._choose(ids)]
         self._current = chosen
         return Task(
@@ -126,7 +133,8 @@ class CsappExactEnv(SysmathEnv):
             family=self.family,
             prompt=self._prompt(chosen),
             answer=chosen.answer,
-            metadata={"category": chosen.category, "template": chosen.template, "split": self.split},
+            metadata={"category": chosen.category, "template": chosen.template, "split": self.split,
+                      "difficulty": csapp.task_level(chosen)},
         )
 
     def _prompt(self, task: csapp.CsappTask) -> str:

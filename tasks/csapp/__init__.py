@@ -6,17 +6,21 @@ of fresh template draws. Rebuild the shipped file with ``python -m gym_sysmath.t
 """
 
 from .answers import parse_answer_value, read_answer_value, reference_code
+from .difficulty import LEVELS, check_level, task_level
 from .task import CATEGORIES, CsappTask, TaskFileError
 from .taskfile import load_tasks
 from .train import sample_task
 
 __all__ = [
     "CATEGORIES",
+    "LEVELS",
     "CsappTask",
     "TaskFileError",
+    "check_level",
     "load_tasks",
     "parse_answer_value",
     "read_answer_value",
     "reference_code",
     "sample_task",
+    "task_level",
 ]

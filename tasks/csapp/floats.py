@@ -226,6 +226,7 @@ SIGNED_ZERO = Template(
         "the product must underflow to -0.0, equal to zero, with 1/p = -inf",
     ),
     sample=_sample_underflow,
+    measure=lambda p: -math.log10(abs(p["a"])) - math.log10(abs(p["b"])),  # nearer the edge of float32
 )
 
 # --- NaN compares false with everything -------------------------------------------------------
@@ -306,6 +307,7 @@ F32_OVERFLOW = Template(
     trap=lambda p, key: require(key[0] == math.inf and math.isfinite(key[2]),
                                 "x * m must overflow float32 and stay finite in double"),
     sample=lambda rng: {"x": float(f"{draw_int(rng, 11, 34)}e37"), "m": float(draw_int(rng, 2, 8))},
+    measure=lambda p: p["x"] / 1e37 + p["m"],  # more digits to multiply out before the overflow
 )
 
 # --- accumulating a step that float32 cannot hold -----------------------------------------------

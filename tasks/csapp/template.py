@@ -81,7 +81,7 @@ class WrongReading:
 
 @dataclass(frozen=True)
 class Template:
-    """A task family: prompt, answer layout, reference, wrong readings, trap and sampler."""
+    """A task family: prompt, answer layout, reference, wrong readings, trap, sampler and measure."""
 
     name: str
     category: str
@@ -91,6 +91,9 @@ class Template:
     wrong: tuple[WrongReading, ...]
     trap: Callable[[Params, Answer], None]
     sample: Callable[[np.random.Generator], Params]
+    #: How hard an instance is, for its difficulty level (``difficulty.py``); None: the size of
+    #: its parameters. State one when size misleads (a trace's length, the number of forks).
+    measure: Callable[[Params], float] | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

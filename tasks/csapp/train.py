@@ -15,6 +15,7 @@ import numpy as np
 from gym_sysmath.exact import dumps_exact
 
 from .catalog import TEMPLATES
+from .difficulty import check_level, level_of, levels_of
 from .task import CATEGORIES, CsappTask
 from .template import BuildError, Params, Template, instantiate
 
@@ -38,19 +39,30 @@ def _templates_in(categories: Iterable[str] | None) -> list[Template]:
     return [t for t in TEMPLATES.values() if t.category in wanted]
 
 
-def sample_task(rng: np.random.Generator, categories: tuple[str, ...] | None = None) -> CsappTask:
+def sample_task(rng: np.random.Generator, categories: tuple[str, ...] | None = None,
+                difficulty: str | None = None) -> CsappTask:
     """Draw a template (uniformly among those in ``categories``) and fresh parameters, and key it.
 
+    With ``difficulty`` (easy, medium, hard) only templates that reach that level are drawn,
+    and parameters are redrawn until the instance is at that level (``difficulty.level_of``).
     The key and distractors are executed now and the template's trap is re-asserted on them.
     """
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, not {type(rng).__name__}")
     pool = _templates_in(categories)
+    if difficulty is not None:
+        check_level(difficulty)
+        pool = [t for t in pool if difficulty in levels_of(t)]
+        if not pool:
+            raise ValueError(f"no template in {categories} has a {difficulty!r} level")
     template = pool[int(rng.integers(len(pool)))]
     for _ in range(MAX_DRAWS):
         params = template.sample(rng)
+        if difficulty is not None and level_of(template, params) != difficulty:
+            continue
         try:
             return instantiate(template, params, train_task_id(template, params))
         except BuildError:
             continue
-    raise RuntimeError(f"{template.name}: {MAX_DRAWS} draws in a row failed to show the trap")
+    raise RuntimeError(f"{template.name}: {MAX_DRAWS} draws in a row failed to show the trap"
+                       + (f" at level {difficulty!r}" if difficulty else ""))

@@ -1,0 +1,96 @@
+"""Difficulty levels (easy, medium, hard) for every template, from the size of its parameters.
+
+A template's level of an instance is where its *measure* (by default ``param_size``: how many
+bits, digits and list elements the parameters hold; a template may state its own, such as the
+number of ``fork`` calls) falls among the measures of a fixed calibration sample of that
+template's own sampler, split into thirds. The split is the same on every machine (the
+calibration generator is seeded by the template's name), and an eval task's level is computed
+the same way as a train draw's.
+The split is by rank among the calibration's distinct measures, so it does not collapse when
+many draws share one measure; a level may then hold more or fewer than a third of the draws.
+
+A template whose measure takes fewer than three values has fewer levels; ``levels_of`` says
+which, and the train split draws a requested level only from templates that have it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .task import CsappTask
+    from .template import Params, Template
+
+LEVELS: tuple[str, ...] = ("easy", "medium", "hard")
+CALIBRATION_DRAWS = 240
+
+
+def check_level(level: object) -> str:
+    """``level`` itself when it is one of ``LEVELS``; otherwise a ``ValueError`` naming them."""
+    if level not in LEVELS:
+        raise ValueError(f"difficulty must be one of {LEVELS}, not {level!r}")
+    assert isinstance(level, str)
+    return level
+
+
+def param_size(value: Any) -> float:
+    """How much there is to work through in ``value``: bits and set bits of an int, digits of a
+    float, characters of a string, and the sum over a list or a mapping plus its length."""
+    if isinstance(value, bool):
+        return 1.0
+    if isinstance(value, int):
+        return float(max(1, abs(value).bit_length()) + bin(value).count("1"))
+    if isinstance(value, float):
+        return float(len(repr(value).lstrip("-"))) if math.isfinite(value) else 3.0
+    if isinstance(value, str):
+        return float(len(value))
+    if isinstance(value, Mapping):
+        return float(len(value)) + sum(param_size(v) for v in value.values())
+    if isinstance(value, Sequence):
+        return float(len(value)) + sum(param_size(v) for v in value)
+    raise TypeError(f"cannot size a parameter of type {type(value).__name__}")
+
+
+def measure(template: Template, params: Params) -> float:
+    """The template's own measure of an instance, or ``param_size`` of its parameters."""
+    return float(template.measure(params)) if template.measure is not None else param_size(params)
+
+
+def _calibration_rng(name: str) -> np.random.Generator:
+    seed = int.from_bytes(hashlib.sha256(f"csapp-difficulty/{name}".encode()).digest()[:8], "little")
+    return np.random.default_rng(seed)
+
+
+@functools.cache
+def _calibration(template: Template) -> tuple[float, ...]:
+    """The distinct measures of ``CALIBRATION_DRAWS`` draws of the template's sampler, sorted."""
+    rng = _calibration_rng(template.name)
+    return tuple(sorted({measure(template, template.sample(rng)) for _ in range(CALIBRATION_DRAWS)}))
+
+
+def level_of(template: Template, params: Params) -> str:
+    """The level of one instance: the third of the calibration measures its measure falls in."""
+    values = _calibration(template)
+    rank = min(bisect.bisect_left(values, measure(template, params)), len(values) - 1)
+    return LEVELS[min(len(LEVELS) - 1, rank * len(LEVELS) // len(values))]
+
+
+def levels_of(template: Template) -> tuple[str, ...]:
+    """The levels this template's draws reach (all three unless its measure barely varies)."""
+    values = _calibration(template)
+    return tuple(sorted({LEVELS[min(2, r * len(LEVELS) // len(values))] for r in range(len(values))},
+                        key=LEVELS.index))
+
+
+def task_level(task: CsappTask) -> str:
+    """The level of a task (eval or train) from its template and stored parameters."""
+    from .catalog import TEMPLATES  # the registry imports the templates, which import this module
+
+    return level_of(TEMPLATES[task.template], task.params)
