@@ -80,6 +80,15 @@ class WrongReading:
 
 
 @dataclass(frozen=True)
+class RunCheck:
+    """A C program and the set of whole outputs (stdout texts) the model says it can print."""
+
+    source: str
+    allowed: frozenset[str]
+    runs: int = 200
+
+
+@dataclass(frozen=True)
 class Template:
     """A task family: prompt, answer layout, reference, wrong readings, trap, sampler and measure."""
 
@@ -94,6 +103,13 @@ class Template:
     #: How hard an instance is, for its difficulty level (``difficulty.py``); None: the size of
     #: its parameters. State one when size misleads (a trace's length, the number of forks).
     measure: Callable[[Params], float] | None = None
+    #: A second model of the key, written apart from ``reference`` (another formulation, other
+    #: code): ``verify csapp`` requires the two to agree on every task whose key is a model's.
+    independent: Callable[[Params], Answer] | None = None
+    #: The C program a task shows, with every output the model allows: ``verify csapp`` (and the
+    #: build) compile it with the image's gcc and run it many times in the sandbox, and every
+    #: output seen must be allowed.
+    runs: Callable[[Params], RunCheck] | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
