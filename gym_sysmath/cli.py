@@ -82,6 +82,8 @@ def _export(args: argparse.Namespace) -> int:
     if args.env_id not in env_ids():
         print(f"gym-sysmath: unknown env id {args.env_id!r}; registered: {', '.join(env_ids())}", file=sys.stderr)
         return 2
+    if args.format != "jsonl":
+        return _export_for_trainer(args)
     try:
         env = make_listing_env(args.env_id, **{**_env_args(args.env_arg), "split": args.split})
     except (ValueError, TypeError) as exc:  # a split or argument the env does not take
@@ -112,6 +114,47 @@ def _export(args: argparse.Namespace) -> int:
     if args.out != "-":
         print(f"wrote {len(plan)} {args.split} task(s) of {args.env_id} to {args.out}"
               + (" (with answers)" if args.with_answers else ""), file=sys.stderr)
+    return 0
+
+
+#: ``export --format``: a trainer's name -> the function turning ``build_dataset`` rows into its rows.
+TRAINER_FORMATS = {"verl": ("gym_sysmath.integrations.verl:verl_rows", 1),
+                   "skyrl": ("gym_sysmath.integrations.skyrl:skyrl_rows", None)}
+
+
+def _export_for_trainer(args: argparse.Namespace) -> int:
+    """The rows a trainer reads (``build_dataset``'s, in its schema) as parquet."""
+    import warnings
+
+    from gym_sysmath.integrations.trl import build_dataset
+
+    if args.with_answers or args.out == "-":
+        print(f"gym-sysmath: export --format {args.format} writes a parquet file without answers: give --out FILE "
+              f"and no --with-answers", file=sys.stderr)
+        return 2
+    path, default_turns = TRAINER_FORMATS[args.format]
+    module, name = path.split(":")
+    max_turns = default_turns if args.max_turns is None else args.max_turns
+    try:
+        import pandas as pd
+    except ImportError:
+        print("gym-sysmath: export --format needs pandas and pyarrow: pip install 'gym-sysmath[frameworks]'",
+              file=sys.stderr)
+        return 2
+    env_kwargs = {**_env_args(args.env_arg), "sandbox": "process"}  # prompts only: nothing runs
+    n = args.n if args.n is not None or args.split == "eval" else 100
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="sandbox='process'", category=UserWarning)
+            rows = build_dataset(args.env_id, split=args.split, n=n, seed=args.seed, max_turns=max_turns,
+                                 env_kwargs=env_kwargs)
+    except (ValueError, TypeError) as exc:
+        print(f"gym-sysmath: export {args.env_id} --split {args.split}: {exc}", file=sys.stderr)
+        return 2
+    records = getattr(importlib.import_module(module), name)(rows, max_turns=max_turns)
+    pd.DataFrame(records).to_parquet(args.out, index=False)
+    print(f"wrote {len(rows)} {args.split} task(s) of {args.env_id} to {args.out} ({args.format} schema)",
+          file=sys.stderr)
     return 0
 
 
@@ -262,6 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--with-answers", action="store_true",
                         help="include each task's key and reference action (off by default)")
     export.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="extra gym.make argument")
+    export.add_argument("--format", choices=["jsonl", *TRAINER_FORMATS], default="jsonl",
+                        help="jsonl (default), or a trainer's parquet schema: verl, skyrl (a task reference as "
+                             "ground truth; never the key)")
+    export.add_argument("--max-turns", type=int, default=None,
+                        help="with --format: the turns the prompts offer (verl: 1; skyrl: the family's default)")
     export.set_defaults(func=_export)
 
     evaluation = commands.add_parser(

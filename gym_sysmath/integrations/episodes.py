@@ -1,0 +1,203 @@
+"""What every framework adapter shares: the task reference a trainer holds, and an episode
+that survives a harness failure by being replayed on a fresh container.
+
+A trainer's dataset never holds an answer key. Its "ground truth" is a ``TaskRef``: the env
+id, the task id, the split and the seed that rebuild the task host-side, where the key is
+executed and stays. Envs are built lazily in the process (and thread) that grades, so a
+reference can be pickled to any worker and graded there.
+
+A scoring error (``info["scoring_error"]``: the harness failed, not the model) is never a
+wrong answer. ``Episode.step`` first replays the episode's actions on a fresh reset (a new
+container) up to ``retries`` times; when the harness still fails it raises ``ScoringError``,
+and each framework adapter turns that into what its framework can keep apart (see the
+README's per-framework sections).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium as gym
+
+__all__ = ["CLOSING_ACTION", "Episode", "ScoringError", "TaskRef", "grade_completion"]
+
+#: Closes an episode still open after a single-turn completion (graded from what it left).
+CLOSING_ACTION = "No further turns: this is my final reply."
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """A task by reference: enough to rebuild it host-side, nothing that grades it."""
+
+    env_id: str
+    task_id: str
+    split: str = "eval"
+    seed: int | None = None
+    #: The turns the prompt was written for (it tells the model); ``None``: the family's default.
+    max_turns: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def parse(cls, value: str | Mapping[str, Any]) -> TaskRef:
+        """A reference from its JSON text or a mapping (a dataset row's columns are accepted:
+        ``prompt`` and other non-reference fields are ignored)."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"a gym-sysmath ground truth is a task reference in JSON, got {value[:80]!r}: "
+                                 f"{exc}") from exc
+        if not isinstance(value, Mapping) or not {"env_id", "task_id"} <= value.keys():
+            raise ValueError(f"a task reference needs env_id and task_id, got {value!r:.200}; build the dataset "
+                             f"with `gym-sysmath export --format ...` or gym_sysmath.integrations.trl.build_dataset")
+        seed, max_turns = value.get("seed"), value.get("max_turns")
+        return cls(str(value["env_id"]), str(value["task_id"]), str(value.get("split") or "eval"),
+                   None if seed is None else int(seed), None if max_turns is None else int(max_turns))
+
+    def reset(self, env: gym.Env) -> tuple[str, dict[str, Any]]:
+        """Reset ``env`` to this task: eval tasks by id, train draws by seed (checked against the id)."""
+        if self.split == "train":
+            if self.seed is None:
+                raise ValueError(f"{self}: a train-split reference needs the seed of its draw")
+            observation, info = env.reset(seed=self.seed)
+            if info["task_id"] != self.task_id:
+                raise ValueError(f"{self.env_id} split='train' seed={self.seed} gives task {info['task_id']!r}, the "
+                                 f"reference says {self.task_id!r}: grade with the dataset's env_kwargs")
+            return observation, info
+        return env.reset(seed=self.seed, options={"task_id": self.task_id})
+
+
+class ScoringError(RuntimeError):
+    """The grading harness failed on this task after every retry: not the model's fault."""
+
+    def __init__(self, ref: TaskRef, cause: str, attempts: int):
+        super().__init__(f"{ref.env_id} task {ref.task_id!r}: the grading harness failed {attempts} time(s), "
+                         f"last: {cause}. The sample must not be scored; check the sandbox "
+                         f"(`gym-sysmath sandbox status`)")
+        self.ref = ref
+        self.cause = cause
+        self.attempts = attempts
+
+
+class _Envs(threading.local):
+    """This thread's envs, keyed by how they were made; a forked child starts its own."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.envs: dict[str, gym.Env] = {}
+
+    def get(self, env_id: str, split: str, max_turns: int | None, env_kwargs: Mapping[str, Any]) -> gym.Env:
+        if self.pid != os.getpid():  # inherited through fork: those envs' containers belong to the parent
+            self.pid, self.envs = os.getpid(), {}
+        key = json.dumps([env_id, split, max_turns, dict(env_kwargs)], sort_keys=True, default=repr)
+        if key not in self.envs:
+            import gym_sysmath  # noqa: F401  (registers the ids)
+
+            kwargs = dict(env_kwargs)
+            if max_turns is not None:
+                kwargs["max_turns"] = max_turns
+            self.envs[key] = gym.make(env_id, split=split, **kwargs)
+        return self.envs[key]
+
+
+_THREAD_ENVS = _Envs()
+
+
+class Episode:
+    """One episode of a referenced task, for adapters that drive ``step`` themselves.
+
+    ``messages`` is the episode as chat: the prompt, then each action (assistant) and the
+    observation it got (user). ``own_env=True`` makes a private env (closed by ``close``);
+    otherwise the thread's shared env for these settings is used, so keep one ``Episode`` per
+    thread at a time.
+    """
+
+    def __init__(self, ref: TaskRef, *, env_kwargs: Mapping[str, Any] | None = None, max_turns: int | None = None,
+                 retries: int = 1, own_env: bool = False):
+        if retries < 0:
+            raise ValueError(f"retries must be at least 0, got {retries}")
+        self.ref = ref
+        self.retries = retries
+        max_turns = ref.max_turns if max_turns is None else max_turns
+        self._env_args = (ref.env_id, ref.split, max_turns, dict(env_kwargs or {}))
+        self._own_env = own_env
+        self._env: gym.Env | None = None
+        self.actions: list[str] = []
+        self.messages: list[dict[str, str]] = []
+        self.done = False
+        self.info: dict[str, Any] = {}
+
+    @property
+    def env(self) -> gym.Env:
+        if self._env is None:
+            env_id, split, max_turns, env_kwargs = self._env_args
+            if self._own_env:
+                import gym_sysmath  # noqa: F401
+
+                kwargs = {**env_kwargs, **({} if max_turns is None else {"max_turns": max_turns})}
+                self._env = gym.make(env_id, split=split, **kwargs)
+            else:
+                self._env = _THREAD_ENVS.get(env_id, split, max_turns, env_kwargs)
+        return self._env
+
+    def reset(self) -> tuple[str, dict[str, Any]]:
+        observation, self.info = self.ref.reset(self.env)
+        self.actions, self.done = [], False
+        self.messages = [{"role": "user", "content": observation}]
+        return observation, self.info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """``env.step``; a harness failure is replayed on a fresh reset, then raised as ``ScoringError``."""
+        if not self.messages:
+            self.reset()
+        outcome = self.env.step(action)
+        attempts = 1
+        while outcome[4].get("scoring_error") and attempts <= self.retries:
+            attempts += 1
+            outcome = self._replay(action)
+        observation, reward, terminated, truncated, info = outcome
+        if info.get("scoring_error"):
+            self.done = True
+            raise ScoringError(self.ref, str(info["scoring_error"]), attempts)
+        self.actions.append(action)
+        self.messages += [{"role": "assistant", "content": action}, {"role": "user", "content": observation}]
+        self.done, self.info = terminated or truncated, info
+        return observation, float(reward), terminated, truncated, info
+
+    def _replay(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """The episode so far, then ``action``, on a fresh reset (the harness's next container)."""
+        self.ref.reset(self.env)
+        for earlier in self.actions:
+            outcome = self.env.step(earlier)
+            if outcome[4].get("scoring_error"):
+                return outcome
+        return self.env.step(action)
+
+    def close(self) -> None:
+        if self._own_env and self._env is not None:
+            self._env.close()
+        self._env = None
+
+
+def grade_completion(ref: TaskRef, completion: str, *, env_kwargs: Mapping[str, Any] | None = None,
+                     max_turns: int | None = None, retries: int = 1) -> tuple[float, dict[str, Any]]:
+    """One completion as one whole episode of ``ref``: ``(reward, info)``, or ``ScoringError``.
+
+    ``max_turns``: the reference's, else 1. With 1 the completion is the final action; with
+    more, an episode still open after it is closed by ``CLOSING_ACTION`` (graded from what
+    the session left).
+    """
+    max_turns = max_turns if max_turns is not None else (ref.max_turns or 1)
+    episode = Episode(ref, env_kwargs=env_kwargs, max_turns=max_turns, retries=retries)
+    episode.reset()
+    _, reward, terminated, truncated, info = episode.step(completion)
+    if not (terminated or truncated):
+        _, reward, _, _, info = episode.step(CLOSING_ACTION)
+    return reward, info

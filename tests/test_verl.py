@@ -1,0 +1,178 @@
+"""verl: ``compute_score`` loaded the way verl loads a custom reward function (its own
+``get_custom_reward_fn``) and called by verl's own reward managers on a real ``DataProto``; the
+export writes verl's parquet schema with a task reference, never the key, as ground truth; a
+harness failure is retried on a fresh reset and then raised, never scored 0.0.
+
+verl 0.9.1 installs with ``--no-deps`` (its pins would replace transformers); its reward
+managers need only tensordict, codetiming, hydra/omegaconf and pylatexenc, all on CPU."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import gym_sysmath  # noqa: F401
+from gym_sysmath.envs.csapp import CsappExactEnv
+from gym_sysmath.integrations import verl as sysmath_verl
+from gym_sysmath.integrations.episodes import ScoringError, TaskRef
+from gym_sysmath.integrations.trl import build_dataset
+from gym_sysmath.sandbox import SandboxError
+from tests.char_tokenizer import char_tokenizer
+
+pytest.importorskip("verl.workers.reward_manager", reason="the frameworks extra is not installed")
+PROCESS = {"sandbox": "process"}
+pytestmark = pytest.mark.filterwarnings("ignore:sandbox='process'")
+
+
+def reference_answer(ref: TaskRef) -> str:
+    env = gym.make(ref.env_id, split=ref.split, max_turns=1, **PROCESS)
+    try:
+        ref.reset(env)
+        return env.unwrapped.reference_action()
+    finally:
+        env.close()
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return sysmath_verl.verl_rows(build_dataset("CsappExact-v0", n=2, env_kwargs=PROCESS)
+                                  + build_dataset("LinearAlgebra-v0", split="train", n=2, seed=7))
+
+
+def data_proto(tokenizer, rows: list[dict], responses: list[str]):
+    """A batch laid out as verl's rollout leaves it: left-padded prompts, right-padded responses."""
+    import torch
+    from verl import DataProto
+
+    def pad(texts, left):
+        ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+        width = max(map(len, ids))
+        tensor = torch.zeros(len(ids), width, dtype=torch.long)
+        mask = torch.zeros(len(ids), width, dtype=torch.long)
+        for i, row in enumerate(ids):
+            span = slice(width - len(row), width) if left else slice(0, len(row))
+            tensor[i, span], mask[i, span] = torch.tensor(row), 1
+        return tensor, mask
+
+    prompts, prompt_mask = pad(["Q" for _ in rows], left=True)
+    answers, answer_mask = pad(responses, left=False)
+    return DataProto.from_dict(
+        tensors={"prompts": prompts, "responses": answers, "attention_mask": torch.cat([prompt_mask, answer_mask], 1)},
+        non_tensors={key: np.array([row[key] for row in rows], dtype=object)
+                     for key in ("data_source", "reward_model", "extra_info")})
+
+
+def loaded_compute_score(**reward_kwargs):
+    """``compute_score`` as verl's trainer loads it from ``reward.custom_reward_function``."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    config = OmegaConf.create({"reward": {"custom_reward_function": {
+        "path": sysmath_verl.__file__, "name": "compute_score", "reward_kwargs": reward_kwargs}}})
+    return get_custom_reward_fn(config)
+
+
+def test_rows_hold_a_task_reference_and_never_the_answer(rows):
+    for row in rows:
+        assert set(row) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
+        assert row["data_source"].startswith("gym_sysmath/") and row["prompt"][-1]["role"] == "user"
+        ref = TaskRef.parse(row["reward_model"]["ground_truth"])
+        assert row["data_source"] == "gym_sysmath/" + ref.env_id
+        assert ref.max_turns == 1  # the prompt says so, and the grader plays it so
+        env = gym.make(ref.env_id, split=ref.split, max_turns=1, **PROCESS)
+        try:
+            prompt, _ = ref.reset(env)
+            answer = json.dumps(env.unwrapped.task.answer, default=str)
+        finally:
+            env.close()
+        assert row["prompt"][-1]["content"] == prompt
+        assert set(json.loads(row["reward_model"]["ground_truth"])) == {"env_id", "task_id", "split", "seed",
+                                                                         "max_turns"}
+        assert answer not in json.dumps([row["reward_model"], row["extra_info"]])
+
+
+def test_verl_reward_manager_scores_references_one_and_wrong_answers_zero(rows):
+    from verl.workers.reward_manager import get_reward_manager_cls
+
+    tokenizer = char_tokenizer()
+    responses = [reference_answer(TaskRef.parse(row["reward_model"]["ground_truth"])) for row in rows]
+    responses[1] = "ANSWER: [123456789]"
+    manager = get_reward_manager_cls("naive")(tokenizer, num_examine=0,
+                                              compute_score=loaded_compute_score(env_kwargs=PROCESS))
+    out = manager(data_proto(tokenizer, rows, responses), return_dict=True)
+    assert out["reward_tensor"].sum(dim=1).tolist() == [1.0, 0.0, 1.0, 1.0]
+    assert out["reward_extra_info"]["verdict"][:2] == ["correct", "wrong_answer"]
+
+
+def test_verl_reward_loop_manager_runs_the_same_score(rows):
+    """verl 0.9's default path: ``load_reward_manager`` and the async reward loop's ``run_single``."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    tokenizer = char_tokenizer()
+    config = OmegaConf.create({"reward": {
+        "custom_reward_function": {"path": sysmath_verl.__file__, "name": "compute_score",
+                                   "reward_kwargs": {"env_kwargs": PROCESS}},
+        "reward_manager": {"source": "register", "name": "naive"}}})
+    manager = load_reward_manager(config, tokenizer)
+    ref = TaskRef.parse(rows[0]["reward_model"]["ground_truth"])
+    data = data_proto(tokenizer, rows[:1], [reference_answer(ref)])
+    result = manager.loop.run_until_complete(manager.run_single(data)) if not manager.loop.is_running() \
+        else asyncio.run(manager.run_single(data))
+    assert result["reward_score"] == 1.0 and result["reward_extra_info"]["verdict"] == "correct"
+
+
+def test_harness_failure_is_retried_then_raised_never_scored(rows, monkeypatch):
+    ref = TaskRef.parse(rows[0]["reward_model"]["ground_truth"])
+    answer = reference_answer(ref)
+    original = CsappExactEnv._grade_final
+    calls = []
+
+    def failing_harness(self, reply, fail_first=1):
+        calls.append(self.task.task_id)
+        if len(calls) <= fail_first:
+            raise SandboxError("worker_died", "container killed (simulated)")
+        return original(self, reply)
+
+    compute_score = loaded_compute_score(env_kwargs=PROCESS)
+    monkeypatch.setattr(CsappExactEnv, "_grade_final", failing_harness)
+    assert compute_score(data_source=rows[0]["data_source"], solution_str=answer,
+                         ground_truth=rows[0]["reward_model"]["ground_truth"])["score"] == 1.0
+    assert len(calls) == 2  # failed, replayed on a fresh reset, graded
+
+    calls.clear()
+    monkeypatch.setattr(CsappExactEnv, "_grade_final", lambda self, reply: failing_harness(self, reply, 99))
+    with pytest.raises(ScoringError, match="worker_died"):
+        compute_score(data_source=rows[0]["data_source"], solution_str=answer,
+                      ground_truth=rows[0]["reward_model"]["ground_truth"])
+    assert len(calls) == 2  # one retry by default, then raised
+
+
+def test_foreign_data_source_and_ground_truth_are_refused(rows):
+    with pytest.raises(ValueError, match="not a gym-sysmath row"):
+        sysmath_verl.compute_score("openai/gsm8k", "42", "42")
+    with pytest.raises(ValueError, match="task reference"):
+        sysmath_verl.compute_score(rows[0]["data_source"], "ANSWER: 1", "42")
+
+
+def test_cli_export_writes_verl_parquet_that_grades(tmp_path):
+    import pandas as pd
+
+    from gym_sysmath.cli import main
+
+    out = tmp_path / "train.parquet"
+    assert main(["export", "LinearAlgebra-v0", "--split", "train", "-n", "3", "--seed", "5",
+                 "--format", "verl", "--out", str(out)]) == 0
+    frame = pd.read_parquet(out)
+    assert list(frame.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    assert len(frame) == 3
+    row = frame.iloc[0]
+    assert row["prompt"][0]["role"] == "user"
+    ref = TaskRef.parse(row["reward_model"]["ground_truth"])
+    assert (ref.split, ref.seed) == ("train", 5)
+    score = sysmath_verl.compute_score(row["data_source"], reference_answer(ref), row["reward_model"]["ground_truth"])
+    assert score["score"] == 1.0
