@@ -8,7 +8,7 @@ CLI := $(VENV)/bin/gym-sysmath
 
 REAL_MODEL := $(VENV)/share/gym-sysmath/smollm2/.installed
 
-.PHONY: setup docker image test run bench lint real-model test-real-model
+.PHONY: setup docker image test run bench lint typecheck real-model test-real-model
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -51,3 +51,6 @@ bench: image
 
 lint: setup
 	$(VENV)/bin/ruff check .
+
+typecheck: setup
+	$(PY) .ci/typecheck.py
