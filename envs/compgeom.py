@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gym_sysmath.actions import Reply
-from gym_sysmath.env import SysmathEnv, Task, ToolTurn
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn, filter_names
 from gym_sysmath.sandbox import ExecutionResult, Job, Limits, Sandbox
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.cases import timing_cases, train_cases
@@ -93,6 +93,7 @@ class CompGeomEnv(SysmathEnv):
 
     family = "compgeom"
     default_max_turns = 8
+    reset_options = ("task_id", "primitive", "language")
     splits = ("eval", "train")
     default_limits = RUN_LIMITS
 
@@ -103,7 +104,8 @@ class CompGeomEnv(SysmathEnv):
                  render_mode: str | None = None):
         if performance_weight < 0:
             raise ValueError(f"performance_weight must be >= 0, got {performance_weight}")
-        self._tasks = {task.task_id: task for task in compgeom.load_tasks(primitives, languages)}
+        self._tasks = {task.task_id: task for task in compgeom.load_tasks(filter_names("primitives", primitives),
+                                                                          filter_names("languages", languages))}
         self.performance_weight = float(performance_weight)
         self.measure_performance = measure_performance or self.performance_weight > 0
         self._current: compgeom.CompGeomTask | None = None

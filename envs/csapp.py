@@ -8,7 +8,7 @@ from typing import Any
 
 from gym_sysmath.actions import Reply
 from gym_sysmath.answers import choose_answer, unwrap
-from gym_sysmath.env import SysmathEnv, Task, ToolTurn
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn, filter_names
 from gym_sysmath.exact import answer_matches, exact_equal, is_json_primitive_list
 from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import csapp
@@ -85,6 +85,7 @@ class CsappExactEnv(SysmathEnv):
 
     family = "csapp"
     default_max_turns = 5
+    reset_options = ("task_id", "categories", "difficulty")
 
     def __init__(self, *, split: str = "eval", categories: tuple[str, ...] | list[str] | None = None,
                  max_turns: int | None = None, tasks_path: str | None = None, sandbox: str = "docker",
@@ -101,7 +102,7 @@ class CsappExactEnv(SysmathEnv):
     def _check_categories(categories) -> tuple[str, ...] | None:
         if categories is None:
             return None
-        chosen = tuple(categories)
+        chosen = filter_names("categories", categories)
         unknown = sorted(set(chosen) - set(csapp.CATEGORIES))
         if unknown or not chosen:
             raise ValueError(f"unknown categories {unknown}; choose from {csapp.CATEGORIES}")

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gym_sysmath.actions import Reply
-from gym_sysmath.env import SysmathEnv, Task, ToolTurn
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn, filter_names
 from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import linalg
 from gym_sysmath.verdicts import Grade, Verdict
@@ -67,13 +67,14 @@ class LinearAlgebraEnv(SysmathEnv):
 
     family = "linalg"
     default_max_turns = 1
+    reset_options = ("task_id", "difficulty", "topics")
 
     def __init__(self, *, split: str = "eval", difficulty: str | None = None,
                  topics: Sequence[str] | None = None, max_turns: int | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, limits: Limits | None = None,
                  render_mode: str | None = None):
         self.difficulty = difficulty
-        self.topics = tuple(topics) if topics else None
+        self.topics = filter_names("topics", topics) or None
         self._problems = {p.problem_id: p for p in linalg.load_problems(difficulty=difficulty, topics=self.topics)}
         self._all = {p.problem_id: p for p in linalg.load_problems()}
         self._problem: linalg.LinalgProblem | None = None
@@ -94,7 +95,7 @@ class LinearAlgebraEnv(SysmathEnv):
 
     def _select_task(self, options: Mapping[str, Any]) -> Task:
         difficulty = options.get("difficulty", self.difficulty)
-        topics = options.get("topics", self.topics)
+        topics = filter_names("topics", options["topics"]) if "topics" in options else self.topics
         if "task_id" in options:
             problem = self._lookup(self._all, options["task_id"])
         elif self.split == "train":

@@ -62,17 +62,57 @@ class ToolTurn:
     info: Mapping[str, Any] = field(default_factory=dict)
 
 
+def tool_status(result: ExecutionResult) -> str:
+    """What happened to a code turn, without its timing: the same seed and actions must give the
+    same observation text, so wall and CPU time go to ``info`` (``tool_timing``), never here."""
+    parts = [f"status: {result.status}"]
+    if result.exit_code not in (None, 0):
+        parts.append(f"exit code {result.exit_code}")
+    if result.signal is not None:
+        parts.append(f"signal {result.signal}")
+    if result.stdout_truncated or result.stderr_truncated:
+        parts.append("output truncated")
+    return ", ".join(parts)
+
+
+def tool_timing(result: ExecutionResult) -> dict[str, float]:
+    """A code turn's timing, for ``info["timing"]``."""
+    return {"wall_s": result.wall_s, "cpu_s": result.cpu_s}
+
+
 def format_tool_output(result: ExecutionResult, turn: int, max_turns: int, restarted: bool) -> str:
-    """The observation after a code turn: its output, then one status line."""
+    """The observation after a code turn: its output, then one status line (no timing)."""
     parts = []
     if result.stdout:
         parts.append(result.stdout.rstrip("\n"))
     if result.stderr:
         parts.append("[stderr]\n" + result.stderr.rstrip("\n"))
-    parts.append(f"[{result.summary()}; turn {turn} of {max_turns}]")
+    parts.append(f"[{tool_status(result)}; turn {turn} of {max_turns}]")
     if restarted:
         parts.append("[the session was restarted: variables from earlier turns are gone]")
     return "\n".join(parts)
+
+
+def filter_names(name: str, value: Any) -> tuple[str, ...] | None:
+    """A filter argument (``categories``, ``topics``, ``languages``...) as a tuple of names.
+
+    A bare string is refused: ``tuple("floats")`` is six one-letter names, which would match
+    nothing or, worse, something else, without a word.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be a list of names, not the string {value!r}: write {name}=[{value!r}]")
+    try:
+        names = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of names, got {type(value).__name__}") from None
+    if not all(isinstance(item, str) for item in names):
+        raise TypeError(f"{name} must be a list of names (strings), got {list(names)!r}")
+    return names
+
+
+ROLES = {"prompt": "user", "action": "assistant", "observation": "user"}
 
 
 class SysmathEnv(gym.Env[str, str]):
@@ -126,6 +166,9 @@ class SysmathEnv(gym.Env[str, str]):
         """Pick a task for ``reset`` using only ``self.np_random`` and ``options``."""
         raise NotImplementedError
 
+    #: The ``reset(options=...)`` keys the family takes; any other key is refused, not ignored.
+    reset_options: ClassVar[tuple[str, ...]] = ("task_id",)
+
     #: Whether the family reads ``ANSWER:`` lines (CompGeom's answer is its code: it reads none).
     reads_answers: ClassVar[bool] = True
 
@@ -172,7 +215,7 @@ class SysmathEnv(gym.Env[str, str]):
         if self._session.rebuilds > rebuilds:
             observation += ("\n[the sandbox lost this session; it was rebuilt by re-running your earlier turns, "
                             "so values drawn at random or from the clock may differ]")
-        return ToolTurn(observation, {"execution": result.status})
+        return ToolTurn(observation, {"execution": result.status, "timing": tool_timing(result)})
 
     @staticmethod
     def _lookup(records: Mapping[str, Any], task_id: str) -> Any:
@@ -202,6 +245,10 @@ class SysmathEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         self._end_episode()
         options = dict(options or {})
+        unknown = sorted(set(options) - set(self.reset_options))
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {unknown} for {type(self).__name__}; it takes "
+                             f"{', '.join(self.reset_options)}")
         self.task = self._select_task(options)
         self.turn = 0
         self._done = False
@@ -303,6 +350,13 @@ class SysmathEnv(gym.Env[str, str]):
         if not candidates:
             raise ValueError(f"no {self.family} task matches the given reset options")
         return candidates[int(self.np_random.integers(len(candidates)))]
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """The episode so far as OpenAI-style chat messages: the prompt and every observation as
+        ``user`` turns, every action as an ``assistant`` turn (a non-text action as its repr).
+        The last message is what the model answers next (``Episode over...`` once it ended)."""
+        return [{"role": ROLES[kind], "content": text} for kind, text in self._transcript]
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
+from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
@@ -22,19 +23,33 @@ from gym_sysmath.env import SysmathEnv
 
 
 class SysmathVectorEnv(VectorEnv):
-    """``num_envs`` copies of one family stepping concurrently (autoreset: next step).
+    """``num_envs`` copies of one family stepping concurrently.
 
     Arguments: ``entry_point`` (the single env's class or "module:Class"), ``num_envs``,
     ``pool_size`` (a cap on the sandbox containers; default: one per live episode, each episode
-    in a container of its own), and the family's own keyword arguments.
+    in a container of its own), ``max_episode_steps`` (truncate an episode after that many steps,
+    as ``gym.make``'s ``TimeLimit`` does), ``autoreset_mode`` (Gymnasium's ``AutoresetMode``:
+    ``NEXT_STEP`` by default, ``SAME_STEP`` or ``DISABLED``), and the family's own keyword
+    arguments.
+
+    ``SAME_STEP`` is the mode for LLM loops: an env whose episode ends is reset within the same
+    ``step``, its new prompt returned as its observation and the last step's observation and
+    info in ``infos["final_obs"]`` / ``infos["final_info"]``, so no generation is spent on a
+    step that only resets. ``reset(options={"reset_mask": mask})`` resets only the masked envs.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["ansi"]}
 
     def __init__(self, entry_point: str | type[SysmathEnv], num_envs: int = 1, pool_size: int | None = None,
-                 **env_kwargs: Any):
+                 max_episode_steps: int | None = None,
+                 autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP, **env_kwargs: Any):
+        if max_episode_steps is not None and (isinstance(max_episode_steps, bool)
+                                              or not isinstance(max_episode_steps, int) or max_episode_steps < 1):
+            raise ValueError(f"max_episode_steps must be a positive int or None, got {max_episode_steps!r}")
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
+        self.max_episode_steps = max_episode_steps
         creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
-        env_kwargs.pop("max_episode_steps", None)
         self.envs: list[SysmathEnv] = [creator(pool_size=pool_size, **env_kwargs) for _ in range(num_envs)]
         self.num_envs = num_envs
         self.single_observation_space = self.envs[0].observation_space
@@ -43,6 +58,7 @@ class SysmathVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.render_mode = env_kwargs.get("render_mode")
         self._autoreset = np.zeros(num_envs, dtype=bool)
+        self._elapsed = np.zeros(num_envs, dtype=np.int64)  # steps since each env's reset
         self._threads = ThreadPoolExecutor(max_workers=num_envs, thread_name_prefix="gym-sysmath-step")
 
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
@@ -53,14 +69,32 @@ class SysmathVectorEnv(VectorEnv):
             seeds = list(seed)
             if len(seeds) != self.num_envs:
                 raise ValueError(f"expected {self.num_envs} seeds, got {len(seeds)}")
+        options = dict(options) if options else None
+        mask = np.ones(self.num_envs, dtype=bool)
+        if options is not None and "reset_mask" in options:
+            mask = self._check_reset_mask(options.pop("reset_mask"))
         infos: dict[str, Any] = {}
-        observations = []
+        observations = list(getattr(self, "_observations", [""] * self.num_envs))
         for index, (env, env_seed) in enumerate(zip(self.envs, seeds, strict=True)):
-            observation, info = env.reset(seed=env_seed, options=options)
-            observations.append(observation)
-            infos = self._add_info(infos, info, index)
-        self._autoreset[:] = False
-        return tuple(observations), infos
+            if mask[index]:
+                observations[index], info = env.reset(seed=env_seed, options=options)
+                infos = self._add_info(infos, info, index)
+        self._autoreset[mask] = False
+        self._elapsed[mask] = 0
+        self._observations = tuple(observations)
+        return self._observations, infos
+
+    def _check_reset_mask(self, mask: Any) -> np.ndarray:
+        """Gymnasium's rules for ``options["reset_mask"]`` (``SyncVectorEnv.reset``)."""
+        if not isinstance(mask, np.ndarray):
+            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}")
+        if mask.dtype != np.bool_:
+            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+        if not mask.any():
+            raise ValueError(f"`options['reset_mask']` must contain at least one True value, got {mask}")
+        return mask
 
     def _guarded_step(self, index: int, action: str):
         try:
@@ -70,14 +104,28 @@ class SysmathVectorEnv(VectorEnv):
 
     def _step_one(self, index: int, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         env = self.envs[index]
-        if self._autoreset[index]:
+        if self._autoreset[index]:  # NEXT_STEP, or any mode after an exception out of a step
+            self._elapsed[index] = 0
             observation, info = env.reset()
             return observation, 0.0, False, False, info
-        return env.step(action)
+        observation, reward, terminated, truncated, info = env.step(action)
+        self._elapsed[index] += 1
+        if self.max_episode_steps is not None and self._elapsed[index] >= self.max_episode_steps:
+            truncated = True  # what gymnasium.wrappers.TimeLimit does for gym.make
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and (terminated or truncated):
+            final = {"final_obs": observation, "final_info": info}
+            self._elapsed[index] = 0
+            observation, reset_info = env.reset()
+            return observation, reward, terminated, truncated, {**final, **reset_info}
+        return observation, reward, terminated, truncated, info
 
     def step(self, actions: Sequence[str]):
         if len(actions) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
+        if self.autoreset_mode == AutoresetMode.DISABLED and self._autoreset.any():
+            finished = np.flatnonzero(self._autoreset).tolist()
+            raise ResetNeeded(f"envs {finished} finished their episodes: with AutoresetMode.DISABLED, call "
+                              f"reset(options={{'reset_mask': mask}}) for them before the next step")
         if self.num_envs == 1:  # no thread hop for a single env
             outcomes = [self._guarded_step(0, actions[0])]
         else:
@@ -96,7 +144,14 @@ class SysmathVectorEnv(VectorEnv):
         terminations = np.array([r[2] for r in results], dtype=bool)
         truncations = np.array([r[3] for r in results], dtype=bool)
         self._autoreset = terminations | truncations
-        return tuple(r[0] for r in results), rewards, terminations, truncations, infos
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            self._autoreset[:] = False  # already reset within this step
+        self._observations = tuple(r[0] for r in results)
+        return self._observations, rewards, terminations, truncations, infos
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """An attribute of every env (``get_attr("messages")``: each episode's chat so far)."""
+        return tuple(getattr(env, name) for env in self.envs)
 
     def render(self) -> tuple[str | None, ...]:
         return tuple(env.render() for env in self.envs)
@@ -107,11 +162,23 @@ class SysmathVectorEnv(VectorEnv):
             env.close()
 
 
-def vector_entry_point(entry_point: str):
-    """The ``vector_entry_point`` callable registered for one family's id."""
+def _vector(entry_point: str, num_envs: int, kwargs: dict[str, Any]) -> SysmathVectorEnv:
+    return SysmathVectorEnv(entry_point, num_envs=num_envs, **kwargs)
 
-    def make(num_envs: int = 1, **kwargs: Any) -> SysmathVectorEnv:
-        return SysmathVectorEnv(entry_point, num_envs=num_envs, **kwargs)
 
-    make.__qualname__ = make.__name__ = f"make_vector[{entry_point}]"
-    return make
+# The registered ``vector_entry_point``s are module-level functions named by strings, so an id's
+# spec pickles and ``spec.to_json()`` works (a closure would be neither importable nor JSON).
+
+def csapp_vector(num_envs: int = 1, **kwargs: Any) -> SysmathVectorEnv:
+    """``vector_entry_point`` of CsappExact-v0."""
+    return _vector("gym_sysmath.envs.csapp:CsappExactEnv", num_envs, kwargs)
+
+
+def linalg_vector(num_envs: int = 1, **kwargs: Any) -> SysmathVectorEnv:
+    """``vector_entry_point`` of LinearAlgebra-v0."""
+    return _vector("gym_sysmath.envs.linalg:LinearAlgebraEnv", num_envs, kwargs)
+
+
+def compgeom_vector(num_envs: int = 1, **kwargs: Any) -> SysmathVectorEnv:
+    """``vector_entry_point`` of CompGeom-v0 and its per-language ids (their spec kwargs pick the language)."""
+    return _vector("gym_sysmath.envs.compgeom:CompGeomEnv", num_envs, kwargs)

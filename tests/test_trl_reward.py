@@ -35,14 +35,15 @@ def columns(rows: list[dict]) -> dict[str, list]:
     return {key: [row[key] for row in rows] for key in ("task_id", "env_id", "split", "seed")}
 
 
-def references(rows: list[dict]) -> list[str]:
+def references(rows: list[dict], env_kwargs_by_id: dict | None = None) -> list[str]:
     """Each row's reference action, from a fresh env reset to the row's task."""
     completions = []
     for row in rows:
-        env = gym.make(row["env_id"], split=row["split"], max_turns=1, **PROCESS)
+        env = gym.make(row["env_id"], split=row["split"], max_turns=1, **PROCESS,
+                       **(env_kwargs_by_id or {}).get(row["env_id"], {}))
         try:
-            if row["seed"] is None:
-                env.reset(options={"task_id": row["task_id"]})
+            if row["split"] == "eval":  # an eval task by its id; a train draw by its seed
+                env.reset(seed=row["seed"], options={"task_id": row["task_id"]})
             else:
                 env.reset(seed=row["seed"])
             completions.append("Let me think.\n" + env.unwrapped.reference_action())
@@ -72,7 +73,7 @@ def test_dataset_rows_carry_prompt_and_task_but_never_the_answer(rows):
     tasks = {task.task_id: task for task in csapp.load_tasks()}
     for task_id in eval_ids:
         row = next(r for r in rows if r["task_id"] == task_id)
-        assert row["seed"] is None and json.dumps(tasks[task_id].answer) not in json.dumps(row)
+        assert isinstance(row["seed"], int) and json.dumps(tasks[task_id].answer) not in json.dumps(row)
     assert all(row["seed"] >= 100 for row in rows if row["split"] == "train")
     chat = build_dataset("LinearAlgebra-v0", n=1, conversational=True, system_prompt="Be exact.")
     assert [m["role"] for m in chat[0]["prompt"]] == ["system", "user"]
@@ -157,6 +158,62 @@ def test_scoring_error_is_none_and_reported_not_a_wrong_answer(rows, monkeypatch
     with SysmathReward(env_kwargs=PROCESS, scoring_error_reward=0.0) as reward:
         assert reward([r["prompt"] for r in batch], completions, **columns(batch)) == [1.0, 0.0, 0.0]
         assert len(reward.last_scoring_errors) == 1  # still reported apart
+
+
+def test_export_rows_and_build_dataset_rows_are_interchangeable(tmp_path):
+    """``gym-sysmath export`` rows (their ``seed`` included) feed the reward like
+    ``build_dataset``'s, and the shared columns are identical, in eval and train."""
+    from gym_sysmath.cli import main
+
+    for split, extra in (("eval", []), ("train", ["--seed", "100"])):
+        out = tmp_path / f"{split}.jsonl"
+        assert main(["export", "CsappExact-v0", "--split", split, "-n", "5", "--out", str(out), *extra,
+                     "--env-arg", "sandbox=process", "--env-arg", "max_turns=1"]) == 0  # build_dataset's default
+        exported = [json.loads(line) for line in out.read_text().splitlines()]
+        built = build_dataset("CsappExact-v0", split=split, n=5, seed=100 if split == "train" else 0,
+                              env_kwargs=PROCESS)
+        shared = ("prompt", "task_id", "env_id", "split", "seed")
+        assert [{k: row[k] for k in shared} for row in exported] == [{k: row[k] for k in shared} for row in built]
+        with SysmathReward(env_kwargs=PROCESS) as reward:
+            extra_columns = {"metadata": [row["metadata"] for row in exported]}  # TRL passes it too
+            assert reward([r["prompt"] for r in exported], references(built), **columns(exported),
+                          **extra_columns) == [1.0] * 5
+
+
+def test_one_reward_mixes_families_with_different_filters():
+    by_id = {"CsappExact-v0": {"categories": ["floats"]}, "LinearAlgebra-v0": {"topics": ["rank"]}}
+    rows = (build_dataset("CsappExact-v0", split="train", n=3, seed=7, env_kwargs={**PROCESS, **by_id["CsappExact-v0"]})
+            + build_dataset("LinearAlgebra-v0", split="train", n=3, seed=7, env_kwargs=by_id["LinearAlgebra-v0"]))
+    with SysmathReward(env_kwargs=PROCESS, env_kwargs_by_id=by_id) as reward:
+        assert reward([r["prompt"] for r in rows], references(rows, by_id), **columns(rows)) == [1.0] * 6
+    with (SysmathReward(env_kwargs={**PROCESS, "categories": ["floats"]}) as reward,
+          pytest.raises(TypeError, match="categories")):  # one env_kwargs for both: LinearAlgebra has no categories
+        reward([r["prompt"] for r in rows], references(rows), **columns(rows))
+
+
+def test_mask_drops_the_other_reward_where_the_harness_failed(rows, monkeypatch):
+    broken_task = rows[1]["task_id"]
+    original = CsappExactEnv._grade_final
+
+    def failing_harness(self, action):
+        if self.task.task_id == broken_task:
+            raise SandboxError("worker_died", "container killed (simulated)")
+        return original(self, action)
+
+    monkeypatch.setattr(CsappExactEnv, "_grade_final", failing_harness)
+    batch = rows[:3]
+
+    def bonus(prompts, completions, **kwargs):
+        return [0.5] * len(completions)
+
+    with SysmathReward(env_kwargs=PROCESS) as reward:
+        masked = reward.mask(bonus)
+        assert masked.__name__ == "bonus"
+        with pytest.raises(RuntimeError, match="before the reward functions it masks"):
+            masked([r["prompt"] for r in batch], ["ANSWER: [1]"] * 3, **columns(batch))
+        completions = references(batch)
+        assert reward([r["prompt"] for r in batch], completions, **columns(batch)) == [1.0, None, 1.0]
+        assert masked([r["prompt"] for r in batch], completions, **columns(batch)) == [0.5, None, 0.5]
 
 
 def test_concurrent_grading_matches_sequential(rows):

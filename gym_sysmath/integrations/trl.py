@@ -7,9 +7,11 @@ text, so the reward is exactly the env's verdict and no grading logic is duplica
 
 TRL calls a reward function as ``f(prompts=..., completions=..., completion_ids=..., **columns)``
 where every extra dataset column arrives as a list, one entry per completion. The columns this
-adapter reads are the ones ``build_dataset`` writes: ``task_id``, ``env_id``, ``split`` and
-``seed``. Completions may be strings or conversational message lists (the last assistant
-message is the action; content given as a list of text parts is joined).
+adapter reads are the ones ``build_dataset`` and ``gym-sysmath export`` write, with the same
+meaning: ``task_id``, ``env_id``, ``split`` and ``seed`` (the reset seed; an eval task is found by
+its id, a train draw is replayed from its seed and checked against its id). Completions may be
+strings or conversational message lists (the last assistant message is the action; content
+given as a list of text parts is joined).
 
 Scoring errors (the grading harness failed, not the model) are kept apart from wrong answers:
 such a sample's reward is ``None`` and it is listed in ``last_scoring_errors``. TRL documents
@@ -19,7 +21,19 @@ releases summed it to 0: pass ``scoring_error_reward=0.0`` there only if you acc
 When TRL passes ``log_metric``, the batch's scoring-error count is logged as
 ``sysmath/scoring_errors``.
 
-Each completion is a whole episode. Envs are made with ``max_turns=1`` by default, so a
+TRL drops a sample only when *every* reward function returns ``None`` for it. With a second
+reward function (a format bonus, say) a scoring error's ``None`` is summed away and the sample
+is trained on as a wrong answer. ``reward.mask(other)`` wraps the other function so it returns
+``None`` wherever this reward found a scoring error in the same batch: list ``reward`` first in
+``reward_funcs``, then ``reward.mask(other)``.
+
+Multi-turn (the Python tool turns): ``SysmathToolEnv`` is an ``environment_factory`` for
+``GRPOTrainer``. Each rollout resets it to its row's task, the model calls its ``run_code``
+tool (a tool turn of the real env, in the episode's own sandbox session), and ``SysmathReward``,
+which TRL hands the rollouts' environments, grades the final assistant message in that same
+episode.
+
+Without environments, each completion is a whole episode. Envs are made with ``max_turns=1`` by default, so a
 completion holding a ```python block is the last turn: CsappExact runs it and grades the list
 left in ``result``; LinearAlgebra grades its ANSWER line. With a larger ``max_turns`` an
 episode still open after the completion is closed by one final action without an ANSWER line
@@ -28,7 +42,11 @@ episode still open after the completion is closed by one final action without an
 
 from __future__ import annotations
 
+import atexit
+import inspect
+import re
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,9 +54,9 @@ from typing import Any
 
 import gymnasium as gym
 
-from gym_sysmath.evaluation import choose_tasks
+from gym_sysmath.evaluation import choose_tasks, sample_seed
 
-__all__ = ["Graded", "SysmathReward", "build_dataset", "completion_text"]
+__all__ = ["Graded", "SysmathReward", "SysmathToolEnv", "build_dataset", "close_tool_envs", "completion_text"]
 
 CLOSING_ACTION = "No further turns: this is my final reply."
 
@@ -95,20 +113,44 @@ def _column(kwargs: Mapping[str, Any], name: str, size: int, default: Any) -> li
     return values
 
 
+def _reset_to(env: gym.Env, env_id: str, task_id: str, split: str, seed: int | None) -> tuple[str, dict[str, Any]]:
+    """Reset ``env`` to a row's task: an eval task by its id (``seed`` only seeds the reset), a
+    train draw by its seed, checked against the id (the same rule as ``gym-sysmath export``)."""
+    seed = None if seed is None or seed < 0 else int(seed)
+    if split != "train":
+        return env.reset(seed=seed, options={"task_id": task_id})
+    if seed is None:
+        raise ValueError(f"{env_id} split='train' row {task_id!r} has no seed: a train draw is replayed from it")
+    observation, info = env.reset(seed=seed)
+    if info["task_id"] != task_id:
+        raise ValueError(f"{env_id} split={split!r} seed={seed} gives task {info['task_id']!r}, the dataset "
+                         f"says {task_id!r}: make the dataset and the reward with the same env_kwargs")
+    return observation, info
+
+
+def _make_kwargs(env_id: str, env_kwargs: Mapping[str, Any],
+                 env_kwargs_by_id: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    return {**env_kwargs, **dict(env_kwargs_by_id.get(env_id, {}))}
+
+
 class SysmathReward:
     """``reward_fn(prompts, completions, **columns) -> list[float | None]`` backed by real envs.
 
     Arguments: ``env_id`` (used when a sample has no ``env_id`` column), ``env_kwargs`` (passed
-    to ``gym.make``, e.g. ``{"sandbox": "process"}``; must match what ``build_dataset`` used),
-    ``max_turns`` (1: a completion is one final action), ``concurrency`` (threads grading at once,
-    each with its own envs on the shared sandbox pool), ``scoring_error_reward`` (what a scoring
-    error returns; ``None`` by default, see the module docstring).
+    to ``gym.make`` for every id, e.g. ``{"sandbox": "process"}``), ``env_kwargs_by_id`` (per
+    id, over ``env_kwargs``: one reward for families with different filters, such as
+    ``{"CsappExact-v0": {"categories": ["floats"]}, "LinearAlgebra-v0": {"topics": ["rank"]}}``;
+    both must match what ``build_dataset`` used), ``max_turns`` (1: a completion is one final
+    action), ``concurrency`` (threads grading at once, each with its own envs on the shared
+    sandbox pool), ``scoring_error_reward`` (what a scoring error returns; ``None`` by default,
+    see the module docstring).
 
     After each call: ``last_results`` (one ``Graded`` per completion) and ``last_scoring_errors``
     (the ``Graded`` whose harness failed). ``close()`` releases the envs.
     """
 
     def __init__(self, env_id: str | None = None, *, env_kwargs: Mapping[str, Any] | None = None,
+                 env_kwargs_by_id: Mapping[str, Mapping[str, Any]] | None = None,
                  max_turns: int = 1, concurrency: int = 1, scoring_error_reward: float | None = None):
         import gym_sysmath  # noqa: F401  (registers the ids)
 
@@ -116,12 +158,14 @@ class SysmathReward:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
+        self.env_kwargs_by_id = {key: dict(value) for key, value in (env_kwargs_by_id or {}).items()}
         self.max_turns = max_turns
         self.concurrency = concurrency
         self.scoring_error_reward = scoring_error_reward
         self.__name__ = f"sysmath_{env_id or 'reward'}"  # TRL names reward columns after it
         self.last_results: list[Graded] = []
         self.last_scoring_errors: list[Graded] = []
+        self._last_completions: Sequence[Any] | None = None
         self._local = threading.local()
         self._envs: list[gym.Env] = []
         self._lock = threading.Lock()
@@ -135,7 +179,8 @@ class SysmathReward:
         cache: dict[tuple[str, str], gym.Env] = self._local.__dict__.setdefault("envs", {})
         key = (env_id, split)
         if key not in cache:
-            env = gym.make(env_id, split=split, max_turns=self.max_turns, **self.env_kwargs)
+            kwargs = _make_kwargs(env_id, self.env_kwargs, self.env_kwargs_by_id)
+            env = gym.make(env_id, split=split, max_turns=self.max_turns, **kwargs)
             cache[key] = env
             with self._lock:
                 self._envs.append(env)
@@ -162,43 +207,194 @@ class SysmathReward:
     def grade(self, index: int, completion: Any, env_id: str, task_id: str, split: str, seed: int | None) -> Graded:
         """Grade one completion as one episode of the real env."""
         env = self._env(env_id, split)
-        if seed is not None and seed >= 0:
-            _, info = env.reset(seed=int(seed))
-            if info["task_id"] != task_id:
-                raise ValueError(f"{env_id} split={split!r} seed={seed} gives task {info['task_id']!r}, the dataset "
-                                 f"says {task_id!r}: make the dataset and the reward with the same env_kwargs")
-        else:
-            env.reset(options={"task_id": task_id})
+        _reset_to(env, env_id, task_id, split, seed)
         _, reward, terminated, truncated, info = env.step(completion_text(completion))
         if not (terminated or truncated):
             _, reward, terminated, truncated, info = env.step(CLOSING_ACTION)
-        if info.get("scoring_error"):
-            return Graded(index, env_id, task_id, None, info.get("verdict"), str(info["scoring_error"]))
-        return Graded(index, env_id, task_id, float(reward), info.get("verdict"), None)
+        return _graded(index, env_id, task_id, reward, info)
 
     def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
                  **kwargs: Any) -> list[float | None]:
         size = len(completions)
-        env_ids = _column(kwargs, "env_id", size, self.env_id)
-        if any(env_id is None for env_id in env_ids):
-            raise ValueError("no env_id: pass SysmathReward(env_id=...) or an env_id dataset column")
-        if kwargs.get("task_id") is None:
-            raise ValueError("no task_id column: build the dataset with gym_sysmath.integrations.trl.build_dataset")
-        task_ids = _column(kwargs, "task_id", size, None)
-        splits = _column(kwargs, "split", size, "eval")
-        seeds = _column(kwargs, "seed", size, None)
-        jobs = list(zip(range(size), completions, env_ids, task_ids, splits, seeds, strict=True))
-        if self._threads is None:
-            results = [self.grade(*job) for job in jobs]
+        environments = kwargs.get("environments")
+        if environments is not None and all(isinstance(env, SysmathToolEnv) for env in environments):
+            # multi-turn rollouts: each episode is still open in its tool env; finish it there
+            jobs: list[tuple[Any, ...]] = list(zip(range(size), completions, environments, strict=True))
+            grade: Callable[..., Graded] = _finish_tool_episode
         else:
-            results = list(self._threads.map(lambda job: self.grade(*job), jobs))
+            env_ids = _column(kwargs, "env_id", size, self.env_id)
+            if any(env_id is None for env_id in env_ids):
+                raise ValueError("no env_id: pass SysmathReward(env_id=...) or an env_id dataset column")
+            if kwargs.get("task_id") is None:
+                raise ValueError("no task_id column: build the dataset with gym_sysmath.integrations.trl.build_dataset")
+            task_ids = _column(kwargs, "task_id", size, None)
+            splits = _column(kwargs, "split", size, "eval")
+            seeds = _column(kwargs, "seed", size, None)
+            jobs = list(zip(range(size), completions, env_ids, task_ids, splits, seeds, strict=True))
+            grade = self.grade
+        if self._threads is None or grade is _finish_tool_episode:  # a tool env is driven by one thread
+            results = [grade(*job) for job in jobs]
+        else:
+            results = list(self._threads.map(lambda job: grade(*job), jobs))
         self.last_results = results
         self.last_scoring_errors = [result for result in results if result.scoring_error is not None]
+        self._last_completions = completions
         log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
         if callable(log_metric):
             log_metric("sysmath/scoring_errors", float(len(self.last_scoring_errors)))
         return [self.scoring_error_reward if result.scoring_error is not None else result.reward
                 for result in results]
+
+    # ------------------------------------------------------------------ other reward functions
+
+    def mask(self, reward_func: Callable[..., Sequence[float | None]]) -> Callable[..., list[float | None]]:
+        """``reward_func``, returning ``None`` wherever this reward found a scoring error in the
+        same batch, so TRL drops those samples (it drops a sample only when every reward
+        function returns ``None``). Put this reward before the masked ones in ``reward_funcs``."""
+
+        def failed(completions: Sequence[Any]) -> set[int]:
+            if self._last_completions is None or (completions is not self._last_completions
+                                                  and list(completions) != list(self._last_completions)):
+                raise RuntimeError(f"{name} is masked by {self.__name__}, which has not graded this batch: list the "
+                                   f"SysmathReward before the reward functions it masks in reward_funcs")
+            return {result.index for result in self.last_scoring_errors}
+
+        def apply(values: Sequence[float | None], completions: Sequence[Any]) -> list[float | None]:
+            dropped = failed(completions)
+            return [None if index in dropped else value for index, value in enumerate(values)]
+
+        name = getattr(reward_func, "__name__", type(reward_func).__name__)
+        if inspect.iscoroutinefunction(reward_func) or inspect.iscoroutinefunction(type(reward_func).__call__):
+            async def masked_async(prompts: Any = None, completions: Sequence[Any] = (), **kwargs: Any):
+                return apply(await reward_func(prompts=prompts, completions=completions, **kwargs), completions)
+
+            masked_async.__name__ = name
+            return masked_async
+
+        def masked(prompts: Any = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float | None]:
+            return apply(reward_func(prompts=prompts, completions=completions, **kwargs), completions)
+
+        masked.__name__ = name
+        return masked
+
+
+def _graded(index: int, env_id: str, task_id: str, reward: float, info: Mapping[str, Any]) -> Graded:
+    if info.get("scoring_error"):
+        return Graded(index, env_id, task_id, None, info.get("verdict"), str(info["scoring_error"]))
+    return Graded(index, env_id, task_id, float(reward), info.get("verdict"), None)
+
+
+def _fence(code: str, language: str) -> str:
+    """A code action holding ``code`` whatever it contains (a longer fence than any inside)."""
+    longest = max((len(run) for run in re.findall(r"`{3,}", code)), default=2)
+    fence = "`" * (longest + 1)
+    return f"{fence}{language}\n{code}\n{fence}"
+
+
+class SysmathToolEnv:
+    """One multi-turn rollout for ``trl.GRPOTrainer(environment_factory=...)``.
+
+    TRL makes one instance per concurrent rollout, calls ``reset(**row)`` with the dataset row
+    (``build_dataset``'s columns) before generating, and offers every public method but
+    ``reset`` to the model as a tool: here ``run_code``, one tool turn of the real env. The
+    prompt is the row's (``reset`` returns ``None``, so TRL adds nothing to it). Grading is
+    ``SysmathReward``'s: it finishes each episode with the rollout's final assistant message.
+
+    Arguments (give them with ``functools.partial``, TRL calls the factory without any):
+    ``env_kwargs``, ``env_kwargs_by_id`` (as ``SysmathReward``'s), ``max_turns`` (tool turns
+    plus the final answer; default 6). Envs are closed at exit or by ``close_tool_envs()``.
+    """
+
+    def __init__(self, env_kwargs: Mapping[str, Any] | None = None,
+                 env_kwargs_by_id: Mapping[str, Mapping[str, Any]] | None = None, max_turns: int = 6):
+        import gym_sysmath  # noqa: F401  (registers the ids)
+
+        if max_turns < 2:
+            raise ValueError(f"max_turns must be at least 2 (a tool turn and the answer), got {max_turns}")
+        self._env_kwargs = dict(env_kwargs or {})
+        self._env_kwargs_by_id = {key: dict(value) for key, value in (env_kwargs_by_id or {}).items()}
+        self._max_turns = max_turns
+        self._envs: dict[tuple[str, str], gym.Env] = {}
+        self._env: gym.Env | None = None
+        self._row: tuple[str, str] = ("", "")
+        #: the final step's (reward, info) once the episode has ended, else None
+        self.outcome: tuple[float, dict[str, Any]] | None = None
+        self.tool_calls = 0
+        _LIVE_TOOL_ENVS.add(self)
+
+    def reset(self, env_id: str | None = None, task_id: str | None = None, split: str = "eval",
+              seed: int | None = None, **row: Any) -> None:
+        """Reset to the row's task; the prompt is already the row's, so nothing is appended."""
+        if env_id is None or task_id is None:
+            raise ValueError("SysmathToolEnv needs env_id and task_id columns: build the dataset with "
+                             "gym_sysmath.integrations.trl.build_dataset")
+        key = (env_id, split)
+        if key not in self._envs:
+            kwargs = _make_kwargs(env_id, self._env_kwargs, self._env_kwargs_by_id)
+            self._envs[key] = gym.make(env_id, split=split, **{**kwargs, "max_turns": self._max_turns})
+        self._env = self._envs[key]
+        self._row = (env_id, task_id)
+        _reset_to(self._env, env_id, task_id, split, seed)
+        self.outcome = None
+        self.tool_calls = 0
+        return None
+
+    def run_code(self, code: str) -> str:
+        """Run code for the current task in its sandbox and return what it printed.
+
+        Python for CsappExact and LinearAlgebra (a persistent session: variables survive between
+        calls); the task's language for CompGeom (the code is the candidate, run on the public tests).
+
+        Args:
+            code: The source code to run.
+
+        Returns:
+            The program's output and a status line.
+        """
+        if self._env is None:
+            raise RuntimeError("run_code before reset")
+        if self.outcome is not None:
+            return "The episode is over: no more code runs. Give your final answer."
+        self.tool_calls += 1
+        language = self._env.unwrapped._languages()[0]
+        observation, reward, terminated, truncated, info = self._env.step(_fence(code, language))
+        if terminated or truncated:  # the last allowed turn, or the harness failed
+            self.outcome = (float(reward), info)
+        return observation
+
+    def _finish(self, index: int, completion: Any) -> Graded:
+        """Grade the rollout: its final assistant message is the episode's final action."""
+        env_id, task_id = self._row
+        if self._env is None:
+            raise RuntimeError("a SysmathToolEnv graded before reset")
+        if self.outcome is None:
+            _, reward, terminated, truncated, info = self._env.step(completion_text(completion))
+            if not (terminated or truncated):
+                _, reward, terminated, truncated, info = self._env.step(CLOSING_ACTION)
+            self.outcome = (float(reward), info)
+        reward, info = self.outcome
+        return _graded(index, env_id, task_id, reward, info)
+
+    def _close(self) -> None:
+        envs, self._envs, self._env = list(self._envs.values()), {}, None
+        for env in envs:
+            env.close()
+
+
+def _finish_tool_episode(index: int, completion: Any, environment: SysmathToolEnv) -> Graded:
+    return environment._finish(index, completion)
+
+
+_LIVE_TOOL_ENVS: weakref.WeakSet[SysmathToolEnv] = weakref.WeakSet()
+
+
+def close_tool_envs() -> None:
+    """Close the envs (and so the sandbox containers) of every ``SysmathToolEnv`` in this process."""
+    for tool_env in list(_LIVE_TOOL_ENVS):
+        tool_env._close()
+
+
+atexit.register(close_tool_envs)
 
 
 def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, seed: int = 0,
@@ -206,9 +402,11 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
                   env_kwargs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Rows ``{"prompt", "task_id", "env_id", "split", "seed"}`` for ``datasets.Dataset.from_list``.
 
-    ``split="eval"``: the env's fixed tasks in stable order (the first ``n`` if given; ``seed``
-    is ``None``, the task is found by id). ``split="train"``: ``n`` draws from seeds ``seed``,
-    ``seed + 1``, ..., recorded so the reward replays the same draw. ``conversational`` makes
+    The rows are ``gym-sysmath export``'s (same tasks, order, prompts and ``seed`` column), so
+    either feeds ``SysmathReward``. ``split="eval"``: the env's fixed tasks in stable order (the
+    subset ``eval -n`` picks if ``n`` is given); an eval task is found by its id, its ``seed`` is
+    the sample seed ``eval`` and ``export`` use. ``split="train"``: ``n`` draws from seeds
+    ``seed``, ``seed + 1``, ..., recorded so the reward replays the same draw. ``conversational`` makes
     the prompt a message list (with ``system_prompt`` first if given). Answers are never
     written. Use the same ``max_turns`` and ``env_kwargs`` as the ``SysmathReward``.
     """
@@ -222,7 +420,8 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
             draws: Iterable[tuple[dict[str, Any], int | None]] = (({"seed": seed + i}, seed + i) for i in range(n))
         else:
             ids = choose_tasks(env_id, env.unwrapped.task_ids, n)  # the same subset `eval -n` picks
-            draws = (({"options": {"task_id": task_id}}, None) for task_id in ids)
+            draws = (({"seed": sample_seed(seed, env_id, task_id, 0), "options": {"task_id": task_id}},
+                      sample_seed(seed, env_id, task_id, 0)) for task_id in ids)
         rows = []
         for reset_kwargs, row_seed in draws:
             prompt, info = env.reset(**reset_kwargs)
