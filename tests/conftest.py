@@ -81,18 +81,17 @@ def wait_until_none_running(timeout_s: float = 60.0, settle_checks: int = 3) -> 
 
 @contextlib.contextmanager
 def image_withdrawn():
-    """Untag the sandbox image for the block (kept under a spare tag and restored), so no new
-    worker can start: a real, persistent harness failure."""
-    from gym_sysmath.sandbox import image
+    """Point every sandbox of this process at an image tag the daemon does not have, for the
+    block, so no new worker can start: a real, persistent harness failure that leaves the shared
+    image's tags (which other test processes use) alone."""
+    from gym_sysmath.sandbox import pool
 
-    client = image.docker_client()
-    tag = image.image_tag()
-    spare_repository, spare_tag = "gym-sysmath-sandbox", "withdrawn-by-test"
-    client.images.get(tag).tag(spare_repository, spare_tag)
-    client.images.remove(tag)
+    boxes = [box for box in list(pool._all_sandboxes) if box.image_tag is not None]
+    saved = [box.image_tag for box in boxes]
+    for box in boxes:
+        box.image_tag = "gym-sysmath-sandbox:withdrawn-by-test"
     try:
         yield
     finally:
-        repository, version = tag.split(":")
-        client.images.get(f"{spare_repository}:{spare_tag}").tag(repository, version)
-        client.images.remove(f"{spare_repository}:{spare_tag}")
+        for box, tag in zip(boxes, saved, strict=True):
+            box.image_tag = tag

@@ -167,6 +167,7 @@ class Sandbox:
         self.backend = backend
         self.pool_size = pool_size
         self.settings = settings or ContainerSettings()
+        self.image_tag: str | None = None  # the Docker image containers start from
         self._clean: list[Worker] = []
         self._leased: set[Worker] = set()
         self._starting = 0
@@ -197,12 +198,13 @@ class Sandbox:
         from gym_sysmath.sandbox import image
 
         client = image.docker_client()
-        tag = image.require_current_image(client)
+        self.image_tag = image.require_current_image(client)
         image.require_runtime(client, self.settings.runtime)
         image.reap_orphans(client)
         owner = image.owner_label()
         parent = image.capped_cgroup_parent(client, self.settings.host_memory_fraction)
-        return lambda: DockerWorker(client, tag, self.settings, owner, parent)
+        # read at each start, so a test can point this pool (and no other) at a missing image
+        return lambda: DockerWorker(client, self.image_tag, self.settings, owner, parent)
 
     # ------------------------------------------------------------------ leases
 
