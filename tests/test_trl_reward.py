@@ -21,7 +21,13 @@ import pytest
 
 import gym_sysmath  # noqa: F401
 from gym_sysmath.envs.csapp import CsappExactEnv
-from gym_sysmath.integrations.trl import SysmathReward, build_dataset, completion_text
+from gym_sysmath.integrations.trl import (
+    SysmathReward,
+    SysmathToolEnv,
+    build_dataset,
+    close_tool_envs,
+    completion_text,
+)
 from gym_sysmath.sandbox import SandboxError
 from gym_sysmath.tasks import csapp
 from tests.conftest import image_withdrawn, killing_our_containers, wait_until_none_running
@@ -247,6 +253,60 @@ def test_dead_container_is_a_scoring_error(docker_available):
         assert [e.index for e in reward.last_scoring_errors] == [0, 1]
 
 
+def test_tool_env_offers_trl_one_tool_and_a_reset():
+    """What GRPOTrainer lists as tools: the class's public functions other than reset."""
+    import inspect
+
+    public = {name for name, _ in inspect.getmembers(SysmathToolEnv, predicate=inspect.isfunction)
+              if not name.startswith("_")}
+    assert public == {"reset", "run_code"}
+    doc = inspect.getdoc(SysmathToolEnv.run_code)
+    assert "Args:" in doc and "code:" in doc and "Returns:" in doc  # the Google style TRL's schema reads
+
+
+@pytest.mark.docker
+def test_tool_env_runs_tool_turns_in_the_episode_and_the_reward_grades_it_there(docker_available):
+    rows = build_dataset("CsappExact-v0", n=2, conversational=True)
+    tasks = {task.task_id: task for task in csapp.load_tasks()}
+    envs = [SysmathToolEnv(), SysmathToolEnv()]
+    try:
+        for env, row in zip(envs, rows, strict=True):
+            assert env.reset(**row) is None  # the prompt is the row's
+        output = envs[0].run_code(csapp.reference_code(tasks[rows[0]["task_id"]]) + "\nprint('ran')")
+        assert "ran" in output and "[status: ok; turn 1 of 6]" in output
+        envs[1].run_code("result = [0]")
+        assert envs[1].run_code("print(result)").startswith("[0]")  # one persistent session per rollout
+        final = [{"role": "assistant", "content": "Done: `result` holds it."}]  # no ANSWER line: `result` is graded
+        completions = [[{"role": "assistant", "content": "", "tool_calls": []}, {"role": "tool", "content": "x"},
+                        *final]] * 2
+        with SysmathReward() as reward:
+            scores = reward([r["prompt"] for r in rows], completions, **columns(rows), environments=envs)
+        assert scores == [1.0, 0.0]
+        assert [r.verdict for r in reward.last_results] == ["correct", "wrong_answer"]
+        assert [env.tool_calls for env in envs] == [1, 2]
+    finally:
+        close_tool_envs()
+
+
+@pytest.mark.docker
+def test_tool_env_harness_failure_is_a_scoring_error(docker_available):
+    row = build_dataset("CsappExact-v0", n=1)[0]
+    env = SysmathToolEnv()
+    try:
+        env.reset(**row)
+        env.run_code("x = 1")  # the episode's container is live
+        with killing_our_containers(), image_withdrawn():
+            wait_until_none_running()
+            observation = env.run_code("print(x)")
+        assert "not your fault" in observation
+        assert "no more code runs" in env.run_code("print(1)")
+        with SysmathReward() as reward:
+            assert reward([row["prompt"]], ["ANSWER: [1]"], **columns([row]), environments=[env]) == [None]
+            assert reward.last_scoring_errors[0].verdict == "scoring_error"
+    finally:
+        close_tool_envs()
+
+
 def _tiny_model_and_tokenizer():
     """A one-layer GPT-2 over printable characters, built locally (nothing is downloaded)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -290,6 +350,77 @@ def test_grpo_trainer_runs_a_step_with_the_reward(rows, tmp_path, monkeypatch):
     logs = trainer.state.log_history[0]
     assert f"rewards/{reward.__name__}/mean" in logs
     assert logs["sysmath/scoring_errors"] > 0  # the broken task's completions, reported apart
+
+
+def _advantages_with_two_reward_functions(rows, tmp_path, masked: bool) -> tuple[list[float], list[float], list]:
+    """One real GRPOTrainer step, 1 prompt x 4 generations, rewards ``[SysmathReward, bonus]``
+    (``bonus`` masked or not); the harness fails on the group's first completion only.
+    Returns (advantages, bonus values, SysmathReward results), as the trainer computed them."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    def bonus(prompts, completions, **kwargs):  # varies by completion, so the group has a spread
+        return [(sum(map(ord, completion_text(c))) % 7) / 7 for c in completions]
+
+    model, tokenizer = _tiny_model_and_tokenizer()
+    config = GRPOConfig(output_dir=str(tmp_path / str(masked)), per_device_train_batch_size=4, num_generations=4,
+                        max_completion_length=8, max_steps=1, report_to="none", use_cpu=True, logging_steps=1,
+                        save_strategy="no", seed=0)
+    recorded: dict[str, list] = {}
+    with SysmathReward(env_kwargs=PROCESS) as reward:
+        def recording_bonus(prompts, completions, **kwargs):
+            recorded["bonus"] = bonus(prompts, completions)
+            return recorded["bonus"]
+
+        second = reward.mask(recording_bonus) if masked else recording_bonus
+        trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[reward, second], args=config,
+                              train_dataset=Dataset.from_list(rows[:1]))
+        generate = trainer._generate_and_score_completions
+
+        def recording(inputs):
+            output = generate(inputs)
+            recorded["advantages"] = output["advantages"].tolist()
+            recorded["results"] = list(reward.last_results)
+            return output
+
+        trainer._generate_and_score_completions = recording
+        trainer.train()
+    return recorded["advantages"], recorded["bonus"], recorded["results"]
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_scoring_error_gets_no_advantage_under_two_reward_functions_only_when_masked(rows, tmp_path, monkeypatch):
+    """Measured on TRL's own advantage computation: with a second reward function, TRL turns the
+    scoring error's None into 0 and trains on it as a wrong answer; ``reward.mask`` makes it
+    unscorable (advantage 0) and leaves it out of the group's baseline."""
+    pytest.importorskip("trl")
+    import torch
+    from trl.trainer.utils import nanstd
+
+    calls = {"n": 0}
+    original = CsappExactEnv._grade_final
+
+    def first_of_each_group_fails(self, action):
+        calls["n"] += 1
+        if calls["n"] % 4 == 1:
+            raise SandboxError("worker_died", "container killed (simulated)")
+        return original(self, action)
+
+    monkeypatch.setattr(CsappExactEnv, "_grade_final", first_of_each_group_fails)
+    for masked in (False, True):
+        advantages, bonus, results = _advantages_with_two_reward_functions(rows, tmp_path, masked)
+        assert [r.scoring_error is not None for r in results] == [True, False, False, False]
+        others = torch.tensor([r.reward + b for r, b in zip(results[1:], bonus[1:], strict=True)])
+        if not masked:  # TRL's own treatment: the failed sample is a wrong answer with its bonus
+            everyone = torch.tensor([0.0 + bonus[0], *others.tolist()])
+            expected = (everyone[0] - everyone.mean()) / (nanstd(everyone) + 1e-4)
+            assert advantages[0] == pytest.approx(expected.item(), abs=1e-5)
+            assert advantages[0] != 0.0  # seed 0: +0.855, the policy moves on a sample nobody graded
+        else:
+            assert advantages[0] == 0.0
+            expected = (others - others.mean()) / (nanstd(others) + 1e-4)  # the baseline of the three scored
+            assert advantages[1:] == pytest.approx(expected.tolist(), abs=1e-5)
 
 
 def _load_example(name: str):
