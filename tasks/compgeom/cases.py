@@ -30,7 +30,7 @@ import numpy as np
 
 from .exactness import inexact
 from .layout import case_path
-from .primitives import BY_NAME, PRIMITIVES, Primitive
+from .primitives import BOX2, BY_NAME, PRIMITIVES, Primitive
 from .reference import solve
 from .scenarios import PUBLIC, SCENARIOS_2D, SCENARIOS_BOX
 from .variants import DELTA_EXPONENTS, SCALE_EXPONENTS, near_misses, scaled
@@ -125,7 +125,11 @@ def _transform_2d(primitive: Primitive, values: list[Vec], rng: np.random.Genera
     out = list(values)
     for index, (_, shape) in enumerate(primitive.args):
         a, b = (_rotate(v, turns, mirror) for v in values[2 * index: 2 * index + 2])
-        if shape.fields == ("p0", "p1"):
+        if shape is BOX2:  # the rotated corners, swapped back on a mirrored axis (min > max stays), shifted
+            sense = _rotate((Q(1), Q(2)), turns, mirror)
+            corners = [(a[j], b[j]) if sense[j] > 0 else (b[j], a[j]) for j in (0, 1)]
+            a, b = ((corners[0][k] + shift[0], corners[1][k] + shift[1]) for k in (0, 1))
+        elif shape.fields == ("p0", "p1"):
             a, b = (a[0] + shift[0], a[1] + shift[1]), (b[0] + shift[0], b[1] + shift[1])
             if rng.integers(2):
                 a, b = b, a
@@ -147,8 +151,33 @@ def _from_points(primitive: Primitive, points: list[Vec]) -> list[Vec]:
     return out
 
 
+def _random_clip(primitive: Primitive, rng: np.random.Generator, mode: str) -> list[Vec]:
+    """A line, ray or segment and a box (flat now and then): generic, parallel to an axis
+    (``parallel``) or aimed at one of the box's corners (``collinear``)."""
+    def point() -> Vec:
+        return (_quarter(rng, 4), _quarter(rng, 4))
+
+    c0, c1 = point(), point()
+    if rng.random() < 0.1:
+        c1 = (c0[0], c1[1])
+    box_min, box_max = (min(c0[0], c1[0]), min(c0[1], c1[1])), (max(c0[0], c1[0]), max(c0[1], c1[1]))
+    a = point()
+    if mode == "generic":
+        b = point()
+    elif mode == "parallel":
+        step = Q(int(rng.integers(1, 4)) * _pick(rng, (-1, 1)))
+        b = (a[0] + step, a[1]) if rng.integers(2) else (a[0], a[1] + step)
+    else:
+        corner = (_pick(rng, (box_min[0], box_max[0])), _pick(rng, (box_min[1], box_max[1])))
+        b = corner if corner != a else (a[0] + 1, a[1])
+    return [*_from_points(primitive, [a, b, a, b])[:2], box_min, box_max]
+
+
 def _random_2d(primitive: Primitive, rng: np.random.Generator, mode: str) -> list[Vec]:
     """Generic, parallel or collinear configurations from two points per input."""
+    if primitive.clips_box:
+        return _random_clip(primitive, rng, mode)
+
     def point() -> Vec:
         return (_quarter(rng, 4), _quarter(rng, 4))
 
@@ -210,6 +239,7 @@ def _random_box(rng: np.random.Generator) -> list[tuple[Fraction, ...]]:
 
 _CROSS = ("invalid", "cross", "cross_touch", "cross_miss", "parallel")
 _BOUNDED = tuple(f"collinear_{k}_{s}" for k in ("none", "point", "segment") for s in ("same", "opposite"))
+_CLIP = ("invalid", "parallel_outside", *(f"{k}{s}" for k in ("miss", "touch", "overlap") for s in ("", "_axis")))
 REACHABLE: dict[str, frozenset[str]] = {
     "aligned_box_aligned_box": frozenset({"invalid", "separated", "touch", "flat_input", "overlap"}),
     "line2_line2": frozenset({"invalid", "cross", "parallel", "collinear_line_same", "collinear_line_opposite"}),
@@ -219,6 +249,9 @@ REACHABLE: dict[str, frozenset[str]] = {
                             "collinear_none_opposite"}),
     "ray2_segment2": frozenset({*_CROSS, *_BOUNDED}),
     "segment2_segment2": frozenset({*_CROSS, *_BOUNDED}),
+    "segment2_aligned_box2": frozenset(_CLIP),
+    "ray2_aligned_box2": frozenset(_CLIP),
+    "line2_aligned_box2": frozenset(_CLIP) - {"miss_axis"},  # an axis-parallel line in the slab crosses the box
 }
 """Every branch of each reference that some input reaches; the hidden set must cover all of them."""
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import inspect
 
+from .primitives import BY_NAME
+
 COMMON_2D = """\
 ## Conventions shared by the 2D primitives
 
@@ -65,6 +67,45 @@ COMMON_BOX = """\
 tolerance of `1e-9`. Do not print to standard output: the test harness owns it.
 """
 
+COMMON_CLIP = """\
+## Conventions shared by the 2D primitives
+
+- Inputs and outputs are double precision (`double`, `f64`, `float`); a point or a vector is a
+  `Vec2` with fields `x` and `y`, and an `AlignedBox2` has the corners `min` and `max`.
+- A line is `origin + t*direction` for every real `t`. A ray is `origin + t*direction` for
+  `t >= 0`. A segment from `p0` to `p1` is `p0 + t*(p1 - p0)` for `0 <= t <= 1`. Directions
+  need not be normalised: a parameter is always in its input's own parametrisation, whatever
+  the length of the direction.
+- A direction is parallel to an axis exactly when its component along the other axis is `== 0`.
+  There is no tolerance anywhere: every test input is a small integer or a dyadic rational
+  (`k/2^m`), chosen so that double precision decides every comparison of the contract exactly:
+  the differences `min[i] - origin[i]` and `max[i] - origin[i]` to the box's corners and
+  `p1 - p0` are exact,
+  and so are their products with the direction's components; and two of the values
+  `(min[i] - origin[i]) / d[i]`, `(max[i] - origin[i]) / d[i]` (for either axis), `0`
+  and `1` that differ also differ once each division is rounded. A corner, an edge or an end
+  point that touches counts as inside.
+- An input is degenerate when a line or ray direction is `(0, 0)`, a segment has `p0 == p1`, or
+  the box has `min.x > max.x` or `min.y > max.y`. Then the result is `invalid`.
+
+## The result
+
+`kind` is one of `invalid`, `none`, `point`, `segment` (the enumerator of that name in your
+language; `Kind` also has `ray` and `line`, which this primitive never returns). `points[i]` is
+the i-th reported point and `t0[i]` its parameter on the first input (the line, ray or
+segment); `t1` is always empty, since a box has no parameter. The lengths are fixed by the
+kind:
+
+| kind | entries of `t0` and `points` | what they are |
+| --- | --- | --- |
+| `invalid`, `none` | 0 | nothing to report |
+| `point` | 1 | the one point where the input touches the box |
+| `segment` | 2 | the ends of the part inside the box, in increasing order of `t0` |
+
+Kinds and list lengths are compared exactly; numbers with a relative tolerance of `1e-9`
+(absolute `1e-12` near zero). Do not print to standard output: the test harness owns it.
+"""
+
 
 def reference_module(primitive: str):
     return importlib.import_module(f"gym_sysmath.tasks.compgeom.reference.{primitive}")
@@ -75,4 +116,6 @@ def contract_text(primitive: str) -> str:
     module = reference_module(primitive)
     doc = inspect.cleandoc(module.__doc__ or "")
     common = COMMON_BOX if primitive == "aligned_box_aligned_box" else COMMON_2D
+    if BY_NAME[primitive].clips_box:
+        common = COMMON_CLIP
     return f"# Contract: `{primitive}`\n\n{doc}\n\n{common}"

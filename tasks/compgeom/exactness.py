@@ -10,7 +10,9 @@ double-precision value differs from the rational one), or returns None:
 - collinear cases also: ``dot(d0, d0)``, ``dot(q, d0)``, ``dot(d0, d1)``, ``dot(d1, d1)``,
   ``dot(q, d1)`` and, for a segment second input, ``dot(p1 - origin0, d0)``.
 
-Box inputs are only compared, never multiplied, so every box case is exact. The builder also
+A line, ray or segment against a 2D box (``_clip_inexact``): the differences to the box's
+corners, their products with the direction, and distinct slab parameters staying distinct once
+rounded. Box inputs are only compared, never multiplied, so every box case is exact. The builder also
 runs the good Python solution on every case (``cases.exact_case``): exact products alone do not
 make a rounded division land on the right side of an end point.
 """
@@ -61,8 +63,32 @@ def _pair_product(name: str, a: Pair, b: Pair, sign: int) -> float:
     return total
 
 
+def _clip_inexact(primitive: str, case_input: Mapping[str, Any]) -> str | None:
+    """A line, ray or segment against a 2D box: the direction, ``box.min - origin`` and
+    ``box.max - origin`` exact, their products with the direction's components exact (a solution
+    may cross-multiply), and every two distinct slab parameters (with 0 and 1) still distinct
+    once the divisions are rounded (a solution may divide; rounding is monotone, so only a tie
+    can flip a comparison)."""
+    (origin, f0, is_segment), (box_min, box_max, _) = _fields(primitive, case_input)
+    try:
+        d = _diff("d", f0, origin) if is_segment else f0
+        if d == (0.0, 0.0) or box_min[0] > box_max[0] or box_min[1] > box_max[1]:
+            return None  # invalid: nothing is computed
+        gaps = (_diff("box.min - origin", box_min, origin), _diff("box.max - origin", box_max, origin))
+        for name, gap in zip(("box.min - origin", "box.max - origin"), gaps, strict=True):
+            _pair_product(f"perp({name}, d)", gap, d, -1)
+    except _Inexact as error:
+        return str(error)
+    exact = {Fraction(0), Fraction(1)} | {Fraction(gap[i]) / Fraction(d[i]) for gap in gaps for i in (0, 1) if d[i]}
+    if len({float(t) for t in exact}) != len(exact):
+        return "two slab parameters that differ round to one double"
+    return None
+
+
 def inexact(primitive: str, case_input: Mapping[str, Any]) -> str | None:
     """The first contract quantity of this input that double precision does not hold exactly."""
+    if BY_NAME[primitive].clips_box:
+        return _clip_inexact(primitive, case_input)
     if BY_NAME[primitive].is_box:
         return None
     (o0, f0, seg0), (o1, f1, seg1) = _fields(primitive, case_input)

@@ -47,6 +47,49 @@ _OPPOSITE_SIGN = Mutation("opposite_sign", "Geometric Tools' quirk: the second i
     "python": (("(t - u0) / (u1 - u0)", "(t - u0) / abs(u1 - u0)"),),
 })
 
+_CLIP_COMMON = (
+    Mutation("touch_missed", "treats an input that only touches the box as missing it (lo >= hi instead of lo > hi)", {
+        "cpp": (("if (lo > hi)", "if (lo >= hi)"),),
+        "rust": (("if lo > hi {", "if lo >= hi {"),),
+        "python": (("if lo > hi:", "if lo >= hi:"),),
+    }),
+    Mutation("open_slab", "treats an axis-parallel input on the box's edge as outside (an open slab)", {
+        "cpp": (("if (o[i] < b0[i] || o[i] > b1[i])", "if (o[i] <= b0[i] || o[i] >= b1[i])"),),
+        "rust": (("if o < b0 || o > b1 {", "if o <= b0 || o >= b1 {"),),
+        "python": (("if o < b0 or o > b1:", "if o <= b0 or o >= b1:"),),
+    }),
+    Mutation("unsorted_slab", "takes (min - origin) / d as the entering parameter even when d < 0", {
+        "cpp": (("lo = std::max(lo, std::min(a, b));", "lo = std::max(lo, a);"),
+                ("hi = std::min(hi, std::max(a, b));", "hi = std::min(hi, b);")),
+        "rust": (("lo = lo.max(a.min(b));", "lo = lo.max(a);"), ("hi = hi.min(a.max(b));", "hi = hi.min(b);")),
+        "python": (("lo = max(lo, min(a, b))", "lo = max(lo, a)"), ("hi = min(hi, max(a, b))", "hi = min(hi, b)")),
+    }),
+)
+_CLIP_BUGS: dict[str, tuple[Mutation, ...]] = {
+    "segment2_aligned_box2": (*_CLIP_COMMON, Mutation("segment_as_line", "clips the segment's supporting line, "
+                                                      "ignoring its end points", {
+        "cpp": (("0.0, 1.0, aligned_box)", "-std::numeric_limits<double>::infinity(),\n"
+                 "                std::numeric_limits<double>::infinity(), aligned_box)"),
+                ("#include <vector>\n", "#include <limits>\n#include <vector>\n")),
+        "rust": (("0.0, 1.0, aligned_box)", "f64::NEG_INFINITY, f64::INFINITY, aligned_box)"),),
+        "python": (("0.0, 1.0, aligned_box)", '-float("inf"), float("inf"), aligned_box)'),),
+    })),
+    "ray2_aligned_box2": (*_CLIP_COMMON, Mutation("rational_max", "Geometric Tools' quirk with BSRational "
+                                                  "(max() == 0): the ray collapses to its origin", {
+        "cpp": (("0.0, std::numeric_limits<double>::infinity(), aligned_box)", "0.0, 0.0, aligned_box)"),),
+        "rust": (("0.0, f64::INFINITY, aligned_box)", "0.0, 0.0, aligned_box)"),),
+        "python": (('0.0, float("inf"), aligned_box)', "0.0, 0.0, aligned_box)"),),
+    })),
+    "line2_aligned_box2": (*_CLIP_COMMON, Mutation("rational_max", "Geometric Tools' quirk with BSRational "
+                                                   "(max() == 0): the line collapses to its origin", {
+        "cpp": (("-std::numeric_limits<double>::infinity(),\n                std::numeric_limits<double>::infinity(), "
+                 "aligned_box)", "0.0, 0.0, aligned_box)"),),
+        "rust": (("f64::NEG_INFINITY, f64::INFINITY, aligned_box)", "0.0, 0.0, aligned_box)"),),
+        "python": (('-float("inf"), float("inf"), aligned_box)', "0.0, 0.0, aligned_box)"),),
+    })),
+}
+"""The bugs of the line, ray and segment / aligned box fixtures."""
+
 _BUGS: dict[str, tuple[Mutation, ...]] = {
     "aligned_box_aligned_box": (
         Mutation("touching_separated", "treats touching boxes as separated (strict comparison)", {
@@ -137,6 +180,7 @@ _BUGS: dict[str, tuple[Mutation, ...]] = {
         _OPPOSITE_SIGN,
         _swapped("segment0.p0"),
     ),
+    **_CLIP_BUGS,
 }
 
 

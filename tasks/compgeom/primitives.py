@@ -23,6 +23,7 @@ LINE = Shape("Line2", ("origin", "direction"), "The line origin + t*direction, t
 RAY = Shape("Ray2", ("origin", "direction"), "The ray origin + t*direction, t >= 0.")
 SEGMENT = Shape("Segment2", ("p0", "p1"), "The segment p0 + t*(p1 - p0), 0 <= t <= 1.")
 BOX = Shape("AlignedBox", ("min", "max"), "The closed box min[i] <= x[i] <= max[i].")
+BOX2 = Shape("AlignedBox2", ("min", "max"), "The closed box min.x <= x <= max.x, min.y <= y <= max.y.")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class Primitive:
     @property
     def is_box(self) -> bool:
         return self.args[0][1] is BOX
+
+    @property
+    def clips_box(self) -> bool:
+        """A line, ray or segment against a 2D box: the component clipped to the box."""
+        return self.args[1][1] is BOX2
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -54,6 +60,10 @@ PRIMITIVE_TABLE: tuple[Primitive, ...] = (
     Primitive("ray2_segment2", "Ray / segment intersection in 2D", (("ray", RAY), ("segment", SEGMENT))),
     Primitive("segment2_segment2", "Segment / segment intersection in 2D",
               (("segment0", SEGMENT), ("segment1", SEGMENT))),
+    Primitive("segment2_aligned_box2", "Segment / aligned box intersection in 2D",
+              (("segment", SEGMENT), ("aligned_box", BOX2))),
+    Primitive("ray2_aligned_box2", "Ray / aligned box intersection in 2D", (("ray", RAY), ("aligned_box", BOX2))),
+    Primitive("line2_aligned_box2", "Line / aligned box intersection in 2D", (("line", LINE), ("aligned_box", BOX2))),
 )
 BY_NAME: dict[str, Primitive] = {p.name: p for p in PRIMITIVE_TABLE}
 PRIMITIVES: tuple[str, ...] = tuple(p.name for p in PRIMITIVE_TABLE)

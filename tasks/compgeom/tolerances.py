@@ -15,6 +15,12 @@ so the smallest size, 1e-12 of the inputs' scale, is the hardest to catch; the b
   collinear overlap test (an end within ``eps`` of the other input's end counts as touching);
 - ``touch``: boxes less than ``eps`` apart (absolute, or relative to the compared coordinates)
   count as touching.
+
+A line, ray or segment against a 2D box has its own four: ``parallel`` (a direction component
+within ``eps`` of 0 counts as parallel to that axis), ``touch`` (an axis-parallel input within
+``eps`` outside the box's slab counts as inside it), ``interval`` (an entering parameter within
+``eps`` after the leaving one still touches) and ``interval_point`` (a part inside shorter than
+``eps`` counts as a point).
 """
 
 from __future__ import annotations
@@ -128,10 +134,53 @@ _TOUCH = {
     },
 }
 
+_NORM = {"cpp": "std::sqrt(direction.x * direction.x + direction.y * direction.y)",
+         "rust": "(direction.x * direction.x + direction.y * direction.y).sqrt()",
+         "python": "(direction.x ** 2 + direction.y ** 2) ** 0.5"}
+_CLIP_TOLERANCES = {  # a line, ray or segment against a 2D box (the good fixtures' slab loop)
+    "tol_parallel_abs": ("a direction component of at most {eps} (absolute) counts as parallel to the axis", {
+        "cpp": (("if (d[i] == 0) {", f"if (std::abs(d[i]) <= {EPS}) {{"), CMATH),
+        "rust": (("if d == 0.0 {", f"if d.abs() <= {EPS} {{"),),
+        "python": (("if d == 0:", f"if abs(d) <= {EPS}:"),),
+    }),
+    "tol_parallel_rel": ("a direction component of at most {eps} of the direction's length counts as parallel", {
+        "cpp": (("if (d[i] == 0) {", f"if (std::abs(d[i]) <= {EPS} * {_NORM['cpp']}) {{"), CMATH),
+        "rust": (("if d == 0.0 {", f"if d.abs() <= {EPS} * {_NORM['rust']} {{"),),
+        "python": (("if d == 0:", f"if abs(d) <= {EPS} * {_NORM['python']}:"),),
+    }),
+    "tol_touch_abs": ("an axis-parallel input less than {eps} (absolute) outside the box's slab counts as touching", {
+        "cpp": (("if (o[i] < b0[i] || o[i] > b1[i])", f"if (b0[i] - o[i] > {EPS} || o[i] - b1[i] > {EPS})"),),
+        "rust": (("if o < b0 || o > b1 {", f"if b0 - o > {EPS} || o - b1 > {EPS} {{"),),
+        "python": (("if o < b0 or o > b1:", f"if b0 - o > {EPS} or o - b1 > {EPS}:"),),
+    }),
+    "tol_touch_rel": ("an axis-parallel input less than {eps} of the coordinates outside the box's slab counts as "
+                      "touching", {
+        "cpp": (("if (o[i] < b0[i] || o[i] > b1[i])",
+                 f"if (b0[i] - o[i] > {EPS} * std::max(std::abs(b0[i]), std::abs(o[i]))\n"
+                 f"                || o[i] - b1[i] > {EPS} * std::max(std::abs(o[i]), std::abs(b1[i])))"), CMATH),
+        "rust": (("if o < b0 || o > b1 {",
+                  f"if b0 - o > {EPS} * b0.abs().max(o.abs()) || o - b1 > {EPS} * o.abs().max(b1.abs()) {{"),),
+        "python": (("if o < b0 or o > b1:",
+                    f"if b0 - o > {EPS} * max(abs(b0), abs(o)) or o - b1 > {EPS} * max(abs(o), abs(b1)):"),),
+    }),
+    "tol_interval": ("entering less than {eps} (in parameter) after leaving still touches the box", {
+        "cpp": (("if (lo > hi)", f"if (lo > hi + {EPS})"), ("if (lo == hi)", f"if (hi - lo <= {EPS})")),
+        "rust": (("if lo > hi {", f"if lo > hi + {EPS} {{"), ("if lo == hi {", f"if hi - lo <= {EPS} {{")),
+        "python": (("if lo > hi:", f"if lo > hi + {EPS}:"), ("if lo == hi:", f"if hi - lo <= {EPS}:")),
+    }),
+    "tol_interval_point": ("a part inside the box shorter than {eps} (in parameter) counts as one point", {
+        "cpp": (("if (lo == hi)", f"if (hi - lo <= {EPS})"),),
+        "rust": (("if lo == hi {", f"if hi - lo <= {EPS} {{"),),
+        "python": (("if lo == hi:", f"if hi - lo <= {EPS}:"),),
+    }),
+}
+
 _FORM = {"abs": "absolute", "rel": "relative to the inputs' size"}
 
 
 def _tolerances(primitive: str) -> tuple[Mutation, ...]:
+    if BY_NAME[primitive].clips_box:
+        return tuple(Mutation(name, bug.format(eps=EPS), edits) for name, (bug, edits) in _CLIP_TOLERANCES.items())
     if BY_NAME[primitive].is_box:
         return tuple(Mutation(f"tol_touch_{form}", f"boxes less than {EPS} apart ({_FORM[form]}) count as touching",
                               _TOUCH[form]) for form in ("abs", "rel"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 
-from .primitives import Primitive
+from .primitives import BOX2, Primitive
 
 Values = list[tuple[Fraction, ...]]
 
@@ -65,6 +65,15 @@ def moves(primitive: Primitive, values: Values, delta: Fraction) -> Iterator[tup
     for index, (_, shape) in enumerate(primitive.args):
         segment = shape.fields == ("p0", "p1")
         a, b = values[2 * index], values[2 * index + 1]
+        if shape is BOX2:  # a 2D box: shifted whole or grown on one side, along an axis
+            for unit in _AXES_2D:
+                tag = f"{index}{'xy'[unit[1] != 0]}{'+' if sum(unit) > 0 else '-'}"
+                for how, new in (("shift", (_plus(a, delta, unit), _plus(b, delta, unit))),
+                                 ("grow-max", (a, _plus(b, delta, unit))), ("grow-min", (_plus(a, delta, unit), b))):
+                    out = list(values)
+                    out[2 * index: 2 * index + 2] = list(new)
+                    yield f"box-{how}{tag}", out
+            continue
         for sign in (1, -1):  # slid along the first input's direction: collinear inputs stay collinear
             slid = (_plus(a, sign * delta, along), _plus(b, sign * delta, along) if segment else b)
             out = list(values)
@@ -90,6 +99,8 @@ def near_misses(primitive: Primitive, values: Values, delta: Fraction,
     base = branch_of(values)
     chosen: dict[str, tuple[str, Values]] = {}
     for name, moved in moves(primitive, values, delta):
+        if any(Fraction(float(x)) != x for v in moved for x in v):
+            continue  # a move double precision cannot hold (sliding along a direction with a tiny component)
         branch = branch_of(moved)
         if branch != base and branch not in chosen:
             chosen[branch] = (f"{name}-{branch}", moved)

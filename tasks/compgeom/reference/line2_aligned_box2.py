@@ -1,0 +1,54 @@
+"""Line / aligned box intersection in 2D.
+
+`line2_aligned_box2(line, aligned_box)`: the line is `origin + t*direction` for every real
+`t`; the box is the closed solid `min.x <= x <= max.x`, `min.y <= y <= max.y` between its
+corners `aligned_box.min` and `aligned_box.max`, its boundary included. Let
+`d = line.direction`.
+
+- `invalid`: `d == (0, 0)`, `min.x > max.x` or `min.y > max.y` (checked
+  first). A flat box (`min.x == max.x` or `min.y == max.y`, down to a single point) is valid.
+- Clip the line on each axis `i` (x and y):
+  - `d[i] == 0` (the line is parallel to that axis): if `origin[i] < min[i]` or
+    `origin[i] > max[i]` the result is `none`; otherwise the axis keeps every `t`.
+  - `d[i] != 0`: keep the `t` between `(min[i] - origin[i]) / d[i]` and
+    `(max[i] - origin[i]) / d[i]` (the smaller of the two is where the line enters the
+    slab).
+  Let `lo` be the largest lower end and `hi` the smallest upper end of those intervals; both
+  are finite, since the line moves along some axis.
+- `lo > hi`: `none`.
+- `lo == hi`: a `point`, `t0 = [lo]`, the point `origin + lo*d`: the line only touches the box
+  at a corner (or crosses a flat box).
+- `lo < hi`: a `segment`, `t0 = [lo, hi]`, the points `origin + lo*d` and `origin + hi*d`: the
+  chord of the box, in the line's direction (it may run along an edge).
+- `t1` is always empty: a box has no parameter.
+
+Differences from Geometric Tools, on purpose:
+- With its exact rational type `BSRational`, `std::numeric_limits<T>::max()` is 0, so the
+  line's parameter interval `[-max(), max()]` is `[0, 0]`: the line collapses to its origin.
+  The line through (-1, 1/2) along (1, 0) and the box from (0, 0) to (1, 1) give no
+  intersection there, where this contract has a `segment` with `t0 = [1, 2]`; through
+  (1/2, 1/2) along (1, 0) one point, the origin, where this contract has `t0 = [-1/2, 1/2]`.
+  With `double` the query agrees with this contract.
+- A zero direction is `invalid`. Geometric Tools clips a zero direction as parallel to both
+  axes, so an origin in the box gives two intersections with parameters `-max()` and
+  `max()`, both at the origin: origin (1/2, 1/2), direction (0, 0) and the box from (0, 0) to
+  (1, 1).
+- A box with `min > max` on an axis is `invalid`; Geometric Tools does not check and, clipping
+  against a negative half width, finds no intersection: origin (0, 0), direction (1, 1) and
+  the box from (1, 0) to (0, 2).
+- No output slot is left at a default: Geometric Tools' result always holds two parameters
+  and two points (for one intersection the second parameter repeats the first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..clipping import clip
+from ..rational import Exact2D, line, vec
+
+
+def reference(case_input: Mapping[str, Any]) -> Exact2D:
+    a, box = case_input["line"], case_input["aligned_box"]
+    return clip(line(vec(a["origin"]), vec(a["direction"])), vec(box["min"]), vec(box["max"]))
