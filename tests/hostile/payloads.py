@@ -18,7 +18,9 @@ PRIMITIVE = "segment2_segment2"
 PROBE_HIT = 99
 
 #: Lists the processes in the worker that are not root's (the supervisor, the zygote) and not
-#: the probe itself: one-shot jobs all run as one uid, so the probe's own uid counts too.
+#: the probe itself: one-shot jobs all run as one uid, so the probe's own uid counts too. A
+#: zombie whose parent has not reaped it yet runs nothing and is not a leftover; a zombie
+#: thread-group leader whose other threads still run is one.
 LEFTOVER_PROBE = """\
 import os
 left = []
@@ -26,9 +28,11 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
     try:
         uid = os.stat('/proc/' + pid).st_uid
         command = open('/proc/' + pid + '/cmdline', 'rb').read()[:60]
+        state = open('/proc/' + pid + '/stat').read().rsplit(')', 1)[1].split()[0]
+        threads = len(os.listdir('/proc/' + pid + '/task'))
     except OSError:
         continue
-    if uid != 0 and int(pid) != os.getpid():
+    if uid != 0 and int(pid) != os.getpid() and (state != 'Z' or threads > 1):
         left.append((pid, uid, command))
 print(left)
 """
