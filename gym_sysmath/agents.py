@@ -30,17 +30,21 @@ Each agent's ``fingerprint()`` is what determines its actions (never an API key)
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
 import hashlib
 import importlib
 import io
 import json
 import os
+import re
 import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,117 +144,302 @@ class AgentError(RuntimeError):
     """The agent could not produce an action (an endpoint down, a bad file): no sample."""
 
 
+class ContextOverflow(AgentError):
+    """The endpoint refused the request because the conversation no longer fits the model's
+    context: the episode ends there (verdict ``context_overflow``), its turns so far kept,
+    and ``--resume`` does not replay it (the same prompt would overflow again)."""
+
+
+#: How servers word an over-long prompt in their HTTP 400: OpenAI and vLLM ("maximum context
+#: length"), llama.cpp ("exceeds the available context size"), TGI ("must have less than ...
+#: tokens"), others ("prompt is too long", "too many tokens").
+CONTEXT_OVERFLOW = re.compile(r"context[ _](length|size|window)|maximum context|exceeds? the .{0,30}context"
+                              r"|prompt is too long|too many tokens|must have less than \d+ tokens", re.IGNORECASE)
+#: Statuses worth another attempt (as openai-python retries them): timeout, conflict, rate limit, server errors.
+RETRYABLE_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+
+
+def retry_after_s(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """The wait a server asked for: ``retry-after-ms``, or ``Retry-After`` in seconds or as
+    an HTTP date; None when it asked for none (or for something unreadable)."""
+    if not headers:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds:
+        try:
+            return max(float(milliseconds) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+class RequestLimiter:
+    """At most ``concurrency`` requests in flight and, with ``per_minute``, request starts at
+    least ``60 / per_minute`` seconds apart: one per agent per process, shared by its worker
+    threads (a Ray actor has its own)."""
+
+    def __init__(self, concurrency: int, per_minute: float | None = None):
+        self._slots = threading.BoundedSemaphore(max(1, concurrency))
+        self._interval = 60.0 / per_minute if per_minute else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[float]:
+        """Hold one request slot; yields the seconds spent waiting for it."""
+        started = time.monotonic()
+        self._slots.acquire()
+        try:
+            if self._interval:
+                with self._lock:
+                    now = time.monotonic()
+                    start_at = max(now, self._next)
+                    self._next = start_at + self._interval
+                time.sleep(max(start_at - now, 0.0))
+            yield time.monotonic() - started
+        finally:
+            self._slots.release()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error, never followed: urllib would carry the Authorization header to
+    wherever the ``Location`` points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, f"redirect to {newurl} refused (not followed, so the "
+                                     "API key goes nowhere else; use the final URL as --base-url)", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+_LIMITERS_LOCK = threading.Lock()
+
+
 @dataclass(frozen=True)
 class OpenAIAgent(Agent):
     """A chat model behind any OpenAI-compatible endpoint, spoken to with ``urllib``.
 
-    The key is read from the environment variable ``api_key_env`` at each request (so a Ray
-    worker reads its own); an endpoint other than OpenAI's may need none. Sampling arguments
-    left at ``None`` are not sent, so the server's defaults apply.
+    The key: ``api_key_env`` names the variable it is read from at each request (so a Ray
+    worker reads its own). Left unset, ``OPENAI_API_KEY`` is read for OpenAI's own URL only:
+    a key meant for OpenAI is never sent to another host unless asked for by name.
+    Redirects are refused, not followed. Sampling arguments left at ``None`` are not sent, so
+    the server's defaults apply; ``send_seed`` sends each sample's seed (the run's ``--seed``
+    decides it) as the request's ``seed``.
+
+    Limits: ``max_concurrent_requests`` requests in flight per process (default 1: one local
+    server, one slot) and, with ``requests_per_minute``, request starts spaced evenly.
 
     Failing fast: ``check()`` (run by ``make_agent`` before any episode) opens a TCP
     connection to the endpoint's host within ``connect_timeout_s``, ``retries`` more times
-    ``retry_backoff_s``, ``2 * retry_backoff_s``, ... apart, and raises ``AgentError`` naming
-    the URL when none succeeds. A request is retried the same way on a refused or dropped
-    connection, a timeout, HTTP 429 or 5xx; ``timeout_s`` bounds each attempt's wait for the reply.
+    ``retry_backoff_s``, ``2 * retry_backoff_s``, ... apart, raises ``AgentError`` naming the
+    URL when none succeeds, then asks ``/models`` which model the server serves (logged in
+    the run's fingerprint). A request is retried the same way on a refused or dropped
+    connection, a timeout (``timeout_s`` per attempt), HTTP 408, 409, 429 or 5xx, waiting what
+    ``Retry-After`` asks when the server says (at most ``retry_max_wait_s``); every retry is
+    recorded in the turn's record.
     """
 
     model: str
     base_url: str = OPENAI_DEFAULT_URL
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
-    timeout_s: float = 120.0
+    top_p: float | None = None
+    stop: tuple[str, ...] | None = None
+    send_seed: bool = True
+    extra_body: Mapping[str, Any] | None = None
+    timeout_s: float = 600.0
     retries: int = 3
     system_prompt: str | None = None
     connect_timeout_s: float = 10.0
     retry_backoff_s: float = 1.0
+    retry_max_wait_s: float = 60.0
+    max_concurrent_requests: int = 1
+    requests_per_minute: float | None = None
+    #: The server's ``/models`` entry for this model (set by ``check``); part of the fingerprint.
+    served_model: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:  # type: ignore[override]
         return f"openai:{self.model}"
 
+    @property
+    def api_key_variable(self) -> str | None:
+        """The variable the key is read from: the one named, else ``OPENAI_API_KEY`` for
+        OpenAI's own URL, else none."""
+        if self.api_key_env:
+            return self.api_key_env
+        return "OPENAI_API_KEY" if self.base_url.rstrip("/") == OPENAI_DEFAULT_URL else None
+
     def fingerprint(self) -> dict[str, Any]:
-        """The request's content: not the key (nor the variable holding it), timeouts or retries."""
+        """The request's content and the served model: not the key (nor the variable holding
+        it), timeouts, retries or limits."""
         return {"kind": "openai", "model": self.model, "base_url": self.base_url.rstrip("/"),
-                "temperature": self.temperature, "max_tokens": self.max_tokens, "system_prompt": self.system_prompt}
+                "temperature": self.temperature, "max_tokens": self.max_tokens, "top_p": self.top_p,
+                "stop": None if self.stop is None else list(self.stop), "send_seed": self.send_seed,
+                "extra_body": None if self.extra_body is None else dict(self.extra_body),
+                "system_prompt": self.system_prompt,
+                "served_model": None if self.served_model is None else dict(self.served_model)}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {key: value for key, value in self.__dict__.items() if key != "_limiter"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    @property
+    def limiter(self) -> RequestLimiter:
+        with _LIMITERS_LOCK:
+            limiter = self.__dict__.get("_limiter")
+            if limiter is None:
+                limiter = RequestLimiter(self.max_concurrent_requests, self.requests_per_minute)
+                object.__setattr__(self, "_limiter", limiter)
+            return limiter
 
     def check(self) -> None:
         """Fail before any episode when the endpoint cannot serve us: OpenAI's own without a
-        key, or one whose host does not accept a connection (see the class docstring)."""
-        if self.retries < 0 or self.connect_timeout_s <= 0 or self.timeout_s <= 0 or self.retry_backoff_s < 0:
-            raise AgentError("--retries and --retry-backoff must be >= 0, the timeouts > 0")
-        if self.base_url.rstrip("/") == OPENAI_DEFAULT_URL and not os.environ.get(self.api_key_env):
-            raise AgentError(f"set {self.api_key_env} (or choose another variable with --api-key-env)")
+        key, or one whose host does not accept a connection (see the class docstring); then
+        record which model it serves."""
+        if self.retries < 0 or self.connect_timeout_s <= 0 or self.timeout_s <= 0 or self.retry_backoff_s < 0 \
+                or self.retry_max_wait_s < 0:
+            raise AgentError("--retries, --retry-backoff and --retry-max-wait must be >= 0, the timeouts > 0")
+        if self.max_concurrent_requests < 1 or (self.requests_per_minute is not None and self.requests_per_minute <= 0):
+            raise AgentError("--model-concurrency must be at least 1 and --rpm above 0")
+        variable = self.api_key_variable
+        if self.base_url.rstrip("/") == OPENAI_DEFAULT_URL and not os.environ.get(variable or ""):
+            raise AgentError(f"set {variable} (or choose another variable with --api-key-env)")
         parts = urllib.parse.urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise AgentError(f"--base-url must be an http:// or https:// URL, got {self.base_url!r}")
         address = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+        error: OSError | None = None
         for attempt in range(self.retries + 1):
             try:
                 socket.create_connection(address, timeout=self.connect_timeout_s).close()
-                return
+                break
             except OSError as exc:
                 error = exc
             if attempt < self.retries:
                 time.sleep(self._backoff(attempt))
-        raise AgentError(f"cannot connect to {self.base_url} ({error or 'timed out'}; {self.retries + 1} "
-                         f"attempt(s), {self.connect_timeout_s:g} s each): is the server running? "
-                         "(--connect-timeout, --retries, --retry-backoff set this policy)")
+        else:
+            raise AgentError(f"cannot connect to {self.base_url} ({error or 'timed out'}; {self.retries + 1} "
+                             f"attempt(s), {self.connect_timeout_s:g} s each): is the server running? "
+                             "(--connect-timeout, --retries, --retry-backoff set this policy)")
+        object.__setattr__(self, "served_model", self._served_model())
+
+    def _served_model(self) -> dict[str, Any]:
+        """This model's entry in the server's ``/models`` (its id and, where the server gives
+        them, owner and metadata, never the volatile ``created``): the one named like the
+        request's model, else the only one served; ``{"listed": [...]}`` otherwise, and
+        ``{"error": ...}`` when the server has no such list."""
+        request = urllib.request.Request(f"{self.base_url.rstrip('/')}/models", headers=self._headers(), method="GET")
+        try:
+            with _OPENER.open(request, timeout=self.connect_timeout_s + 20) as response:
+                entries = [entry for entry in json.loads(response.read()).get("data") or [] if isinstance(entry, dict)]
+        except (urllib.error.URLError, OSError, ValueError, AttributeError) as exc:
+            return {"error": f"{request.full_url}: {exc}"[:300]}
+        named = [entry for entry in entries if entry.get("id") == self.model]
+        chosen = named or (entries if len(entries) == 1 else [])
+        if not chosen:
+            return {"listed": sorted(str(entry.get("id")) for entry in entries)[:20]}
+        return {key: value for key, value in chosen[0].items() if key in ("id", "owned_by", "meta", "root")}
 
     def _backoff(self, attempt: int) -> float:
         return min(self.retry_backoff_s * 2.0**attempt, 30.0)
+
+    def sampling(self, turn: Turn) -> dict[str, Any]:
+        """The request's fields other than the model and messages: what the turn's record keeps."""
+        fields: dict[str, Any] = {}
+        for key in ("temperature", "top_p", "max_tokens"):
+            if getattr(self, key) is not None:
+                fields[key] = getattr(self, key)
+        if self.stop:
+            fields["stop"] = list(self.stop)
+        if self.send_seed:
+            fields["seed"] = turn.seed
+        fields.update(self.extra_body or {})
+        return fields
 
     def request_body(self, turn: Turn) -> dict[str, Any]:
         messages = turn.messages()
         if self.system_prompt:
             messages.insert(0, {"role": "system", "content": self.system_prompt})
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
-        return body
+        return {"model": self.model, "messages": messages, **self.sampling(turn)}
 
     def act(self, turn: Turn) -> str:
         return self.reply(turn).text
 
     def reply(self, turn: Turn) -> Reply:
-        started = time.perf_counter()
-        reply, attempts = self._post(self.request_body(turn))
-        latency = time.perf_counter() - started
+        """The first choice's text with the turn's record: the sampling fields sent, the
+        response's id and model, ``finish_reason``, ``usage``, ``latency_s`` (the answering
+        attempt), ``wait_s`` (for a request slot), ``attempts`` and each retry's error and wait."""
+        body = self.request_body(turn)
+        with self.limiter.slot() as waited:
+            reply, latency, retries = self._post(body)
         try:
             choice = reply["choices"][0]
             content = choice["message"].get("content")
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise AgentError(f"unexpected chat-completions reply: {json.dumps(reply)[:300]}") from exc
         record = {"id": reply.get("id"), "model": reply.get("model"), "finish_reason": choice.get("finish_reason"),
-                  "usage": reply.get("usage"), "latency_s": round(latency, 6), "attempts": attempts}
+                  "usage": reply.get("usage"), "latency_s": round(latency, 6), "wait_s": round(waited, 6),
+                  "attempts": len(retries) + 1, "retries": retries, "request": self.sampling(turn)}
+        if reply.get("system_fingerprint"):
+            record["system_fingerprint"] = reply["system_fingerprint"]
         return Reply(content or "", record)
 
-    def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        """The decoded reply and the number of attempts it took."""
+    def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env)
+        key = os.environ.get(self.api_key_variable or "")
         if key:
             headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], float, list[dict[str, Any]]]:
+        """The decoded reply, the answering attempt's latency, and the retries before it
+        (each: the error and the seconds waited after it)."""
         request = urllib.request.Request(f"{self.base_url.rstrip('/')}/chat/completions",
-                                         data=json.dumps(body).encode(), headers=headers, method="POST")
+                                         data=json.dumps(body).encode(), headers=self._headers(), method="POST")
+        retries: list[dict[str, Any]] = []
         for attempt in range(self.retries + 1):
+            started = time.perf_counter()
+            asked: float | None = None
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    return json.loads(response.read()), attempt + 1
+                with _OPENER.open(request, timeout=self.timeout_s) as response:
+                    data = response.read()
+                latency = time.perf_counter() - started
+                try:
+                    return json.loads(data), latency, retries
+                except json.JSONDecodeError as exc:
+                    raise AgentError(f"{request.full_url} did not answer JSON: {exc}") from None
             except urllib.error.HTTPError as exc:
-                detail = exc.read()[:300].decode(errors="replace")
-                retryable = exc.code == 429 or exc.code >= 500
-                error = AgentError(f"HTTP {exc.code} from {request.full_url}: {detail}")
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                retryable, error = True, AgentError(f"{request.full_url} unreachable: {exc}")
-            except json.JSONDecodeError as exc:
-                retryable, error = False, AgentError(f"{request.full_url} did not answer JSON: {exc}")
+                detail = exc.read()[:600].decode(errors="replace") if exc.fp else ""
+                message = f"HTTP {exc.code} from {request.full_url}: {detail or exc.reason}"
+                if exc.code in (400, 413, 422) and CONTEXT_OVERFLOW.search(detail):
+                    raise ContextOverflow(message) from None
+                retryable = exc.code in RETRYABLE_STATUS and (exc.headers or {}).get("x-should-retry") != "false"
+                asked = retry_after_s(exc.headers)
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                kind = "timed out" if isinstance(reason, TimeoutError) else "unreachable"
+                retryable = True
+                message = f"{request.full_url} {kind} after {time.perf_counter() - started:.1f} s: {reason}"
             if not retryable or attempt == self.retries:
-                raise AgentError(f"{error} (after {attempt + 1} attempt(s))") from None
-            time.sleep(self._backoff(attempt))
+                raise AgentError(f"{message} (after {attempt + 1} attempt(s))") from None
+            wait = self._backoff(attempt) if asked is None else min(asked, self.retry_max_wait_s)
+            retries.append({"error": message[:300], "wait_s": round(wait, 3),
+                            **({"retry_after_s": asked} if asked is not None else {})})
+            time.sleep(wait)
         raise AssertionError("unreachable")
 
 

@@ -222,8 +222,13 @@ def _eval(args: argparse.Namespace) -> int:
         openai = {"model": args.model, "base_url": args.base_url, "api_key_env": args.api_key_env,
                   "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout_s": args.request_timeout,
                   "system_prompt": args.system_prompt, "connect_timeout_s": args.connect_timeout,
-                  "retries": args.retries, "retry_backoff_s": args.retry_backoff}
+                  "retries": args.retries, "retry_backoff_s": args.retry_backoff, "top_p": args.top_p,
+                  "stop": tuple(args.stop) if args.stop else None, "send_seed": not args.no_request_seed,
+                  "extra_body": _extra_body(args.extra_body), "retry_max_wait_s": args.retry_max_wait,
+                  "max_concurrent_requests": args.model_concurrency, "requests_per_minute": args.rpm}
         specs = args.agent or [("reference", None)]
+        if any(kind == "openai" for kind, _ in specs):
+            _warn_about_the_key(args)
         if any(kind == "python" for kind, _ in specs) and "" not in sys.path and os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())  # `python my_agent:act` finds my_agent.py here, as `python -m` would
         agents = [make_agent(kind, argument, **openai) for kind, argument in specs]
@@ -266,11 +271,54 @@ def _eval(args: argparse.Namespace) -> int:
             written = [name for name in ("results.jsonl", "summary.json")
                        if (run.out_dir / name).is_file() and (run.out_dir / name).stat().st_size]
             written += ["breakdowns.png"] if run.plot_path else []
-            if "results.jsonl" in written:
-                print(f"wrote {', '.join(written)} to {run.out_dir}")
-            else:
+            failed = run.summary["overall"].get("failed", 0)
+            if "results.jsonl" not in written:
                 print(f"no sample finished, so no results.jsonl was written to {run.out_dir}", file=sys.stderr)
+            elif failed and failed == run.summary["overall"]["samples"]:
+                print(f"every sample failed ({failed}); their errors are the failed rows of "
+                      f"{run.out_dir / 'results.jsonl'}, and --resume plays them again", file=sys.stderr)
+            else:
+                print(f"wrote {', '.join(written)} to {run.out_dir}"
+                      + (f" ({failed} failed sample(s) logged; --resume plays them again)" if failed else ""))
     return exit_code(runs)
+
+
+def _extra_body(text: str | None) -> dict | None:
+    """``--extra-body JSON``: an object merged into every request."""
+    import json
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--extra-body is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError("--extra-body must be a JSON object, e.g. '{\"top_k\": 20}'")
+    return value
+
+
+def _warn_about_the_key(args: argparse.Namespace) -> None:
+    """OpenAI's key is read for OpenAI's URL only: say so when it is set and would otherwise
+    have gone to another host."""
+    from gym_sysmath.agents import OPENAI_DEFAULT_URL
+
+    if (args.api_key_env is None and args.base_url and args.base_url.rstrip("/") != OPENAI_DEFAULT_URL
+            and os.environ.get("OPENAI_API_KEY")):
+        print(f"gym-sysmath: note: OPENAI_API_KEY is not sent to {args.base_url} (it is meant for OpenAI); "
+              "pass --api-key-env OPENAI_API_KEY to send it there", file=sys.stderr)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from gym_sysmath.evaluation import write_report
+
+    try:
+        path = write_report(args.run_dir, args.out)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        print(f"gym-sysmath: {escape_controls(str(exc))}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -329,7 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("-r", type=int, default=1,
                             help="rollouts per task, pass@k for k = 1..r (a responses file sets its own)")
     evaluation.add_argument("-c", type=int, default=None,
-                            help="episodes in flight (default: the sandbox pool size; with --ray, cluster CPUs)")
+                            help="episodes in flight (default: the sandbox pool size, for --agent openai its "
+                                 "--model-concurrency; with --ray, cluster CPUs)")
     evaluation.add_argument("--seed", type=int, default=0)
     evaluation.add_argument("--out", help="directory for results.jsonl, summary.json and breakdowns.png "
                                           "(one subdirectory per agent when several)")
@@ -344,19 +393,38 @@ def build_parser() -> argparse.ArgumentParser:
     chat = evaluation.add_argument_group("openai agent")
     chat.add_argument("--model")
     chat.add_argument("--base-url", help="OpenAI-compatible API root (default https://api.openai.com/v1)")
-    chat.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
+    chat.add_argument("--api-key-env", default=None,
+                      help="environment variable holding the key (default: OPENAI_API_KEY, sent to "
+                           "api.openai.com only)")
     chat.add_argument("--temperature", type=float)
+    chat.add_argument("--top-p", type=float)
     chat.add_argument("--max-tokens", type=int)
-    chat.add_argument("--request-timeout", type=float, default=120.0,
-                      help="seconds to wait for each attempt's reply (default 120)")
+    chat.add_argument("--stop", action="append", metavar="TEXT", help="a stop sequence (repeat for several)")
+    chat.add_argument("--no-request-seed", action="store_true",
+                      help="do not send each sample's seed (derived from --seed) as the request's seed")
+    chat.add_argument("--extra-body", metavar="JSON", help="a JSON object merged into every request (e.g. top_k)")
+    chat.add_argument("--model-concurrency", type=int, default=1,
+                      help="requests in flight at once (default 1: one local server slot); -c defaults to it")
+    chat.add_argument("--rpm", type=float, help="at most this many requests started per minute")
+    chat.add_argument("--request-timeout", type=float, default=600.0,
+                      help="seconds to wait for each attempt's reply (default 600); a retry is logged in the turn")
     chat.add_argument("--connect-timeout", type=float, default=10.0,
                       help="seconds to wait for a connection; the endpoint is checked before any episode (default 10)")
     chat.add_argument("--retries", type=int, default=3,
                       help="extra attempts after a refused connection, a timeout, HTTP 429 or 5xx (default 3)")
     chat.add_argument("--retry-backoff", type=float, default=1.0,
                       help="seconds before the first retry, doubling after each, at most 30 (default 1)")
+    chat.add_argument("--retry-max-wait", type=float, default=60.0,
+                      help="the longest wait a server's Retry-After gets (default 60)")
     chat.add_argument("--system-prompt")
     evaluation.set_defaults(func=_eval)
+
+    report = commands.add_parser("report", help="write a run directory's transcripts as one HTML page",
+                                 description="Write RUN_DIR/report.html: every sample's turns, verdicts, tokens "
+                                             "and timings, with filters; self-contained (no network).")
+    report.add_argument("run_dir", help="a directory `gym-sysmath eval --out` wrote")
+    report.add_argument("--out", help="the HTML file to write (default RUN_DIR/report.html)")
+    report.set_defaults(func=_report)
     return parser
 
 

@@ -97,15 +97,17 @@ def test_a_closed_pipe_ends_export_quietly():
     assert status == "rc=141" and done.stderr == ""  # as a tool the closed pipe killed: no traceback
 
 
-def test_no_results_file_is_claimed_when_no_sample_finished(tmp_path, capsys):
+def test_when_every_sample_failed_the_cli_says_so_and_logs_each_failure(tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(["eval", LINALG, "--agent", "python", "tests.test_cli_errors:always_fails", "-n", "2", "--out",
                str(out), "--quiet", *PROCESS])
     captured = capsys.readouterr()
-    assert rc == 1 and not (out / "results.jsonl").exists()
-    assert "wrote results.jsonl" not in captured.out
-    assert "no sample finished, so no results.jsonl was written" in captured.err
+    assert rc == 1 and "wrote results.jsonl" not in captured.out
+    assert "every sample failed (2)" in captured.err and "--resume plays them again" in captured.err
     assert "this agent never answers" in captured.err
+    rows = read_jsonl(out / "results.jsonl")
+    assert [r["verdict"] for r in rows] == ["failed", "failed"]
+    assert all("this agent never answers" in r["error"] for r in rows)
 
 
 def test_openai_turn_records_reach_the_log_and_the_summary(tmp_path):
@@ -122,4 +124,5 @@ def test_openai_turn_records_reach_the_log_and_the_summary(tmp_path):
     assert turn["id"] == "x" and turn["model"] == "m" and turn["finish_reason"] == "stop"
     assert turn["attempts"] == 2 and turn["latency_s"] > 0  # the 503 was retried, and that is recorded
     usage = json.loads((out / "summary.json").read_text())["overall"]["usage"]
-    assert usage == {"model_turns": 1, "tokens": {}, "finish_reasons": {"stop": 1}}
+    assert usage == {"model_turns": 1, "tokens": {}, "total_tokens": 0, "finish_reasons": {"stop": 1},
+                     "retries": 1, "models": ["m"]}

@@ -154,7 +154,9 @@ def test_resume_plays_only_missing_samples_and_gives_the_same_summary(tmp_path):
     lines = log.read_text().splitlines(keepends=True)
     assert lines[:10] == kept and len(lines) == 24
     assert len({(r["task_id"], r["rollout"]) for r in read_jsonl(log)}) == 24
-    assert json.loads((cut / "summary.json").read_text()) == summary
+    resumed = json.loads((cut / "summary.json").read_text())
+    assert resumed["time"]["sessions"] == 2 and summary["time"]["sessions"] == 1  # its whole time, every session
+    assert {**resumed, "time": None} == {**summary, "time": None}
 
     CALLS.clear()
     assert eval_cli(*args, "--out", str(cut), "--resume") == 0
@@ -262,11 +264,16 @@ def test_openai_fingerprint_holds_the_sampling_arguments_never_the_key(monkeypat
     fingerprint = run_fingerprint([LINALG], base, rollouts=1, seed=0, make_kwargs={"sandbox": "docker"})
     assert "sekrit" not in json.dumps(fingerprint) and "FAKE_KEY" not in json.dumps(fingerprint)
     assert fingerprint["agent"] == {"kind": "openai", "model": "m", "base_url": "http://127.0.0.1:1/v1",
-                                    "temperature": 0.5, "max_tokens": 64, "system_prompt": "be brief"}
+                                    "temperature": 0.5, "max_tokens": 64, "top_p": None, "stop": None,
+                                    "send_seed": True, "extra_body": None, "system_prompt": "be brief",
+                                    "served_model": None}
     for change in [{"temperature": 1.0}, {"max_tokens": 65}, {"system_prompt": None}, {"model": "n"},
-                   {"base_url": "http://127.0.0.1:2/v1"}]:
+                   {"base_url": "http://127.0.0.1:2/v1"}, {"top_p": 0.5}, {"stop": ("x",)}, {"send_seed": False},
+                   {"extra_body": {"top_k": 3}}, {"served_model": {"id": "other.gguf"}}]:
         assert dataclasses.replace(base, **change).fingerprint() != base.fingerprint(), change
-    assert dataclasses.replace(base, api_key_env="OTHER", timeout_s=5.0).fingerprint() == base.fingerprint()
+    same = dataclasses.replace(base, api_key_env="OTHER", timeout_s=5.0, retries=0, max_concurrent_requests=4,
+                               requests_per_minute=10.0, retry_max_wait_s=1.0)
+    assert same.fingerprint() == base.fingerprint()
 
 
 # --------------------------------------------------------------------------- summary math

@@ -10,15 +10,19 @@ around it). The pieces, top to bottom, one module each:
   thread owning its own env instances while all share the process's warm sandbox pool
   (``integrations.ray_rollouts`` runs the same function on Ray actors).
 - *Log* (``log``): one JSON line per finished sample in ``results.jsonl``, flushed as it
-  lands; with ``resume`` the samples already there are skipped. ``run.json`` beside it holds
-  the run's fingerprint (``run_fingerprint``: the agent's configuration, env ids and
-  arguments, seed, rollouts, sandbox backend), and ``resume`` refuses a log that another
-  configuration wrote.
+  lands, a failed one included (verdict ``failed``, with its error and the turns it got
+  through); with ``resume`` the samples already there are skipped, failed ones played
+  again. ``run.json`` beside it holds the run's fingerprint (``run_fingerprint``: the
+  agent's configuration and the model the server says it serves, env ids and arguments,
+  seed, rollouts, sandbox backend), and ``resume`` refuses a log that another configuration
+  wrote.
 - *Summarize* (``summary``): a pure function of the logged samples in plan order, so a
-  resumed run writes the same ``summary.json`` as an uninterrupted one. Scoring errors
-  (harness failures) are counted and left out of every denominator, never scored as wrong.
+  resumed run writes the same ``summary.json`` as an uninterrupted one (but for ``time``,
+  the sessions' whole wall time). Scoring errors (harness failures) and failed samples are
+  counted and left out of every denominator, never scored as wrong.
 - *Report* (``report``): a scoreboard table, breakdown lines, a PNG of the breakdowns
-  (matplotlib, imported only to plot), and the progress bar.
+  (matplotlib, imported only to plot), and the progress bar; ``viewer`` writes a run
+  directory's transcripts as one self-contained HTML page (``gym-sysmath report``).
 
 Every public name of these modules is importable from ``gym_sysmath.evaluation`` itself.
 """
@@ -36,11 +40,22 @@ from typing import Any
 import gymnasium as gym
 
 from gym_sysmath.agents import Agent, make_agent
-from gym_sysmath.evaluation.log import RUN_HEADER, RUN_HEADER_FORMAT, ResultsLog, bind_run_header, run_fingerprint
+from gym_sysmath.evaluation.log import (
+    RUN_HEADER,
+    RUN_HEADER_FORMAT,
+    SESSIONS,
+    ResultsLog,
+    bind_run_header,
+    record_session,
+    run_fingerprint,
+    sessions_time,
+)
 from gym_sysmath.evaluation.plan import EvalError, SampleSpec, choose_tasks, plan_samples, sample_seed
 from gym_sysmath.evaluation.report import EvalRun, Progress, format_breakdowns, format_scoreboard, plot_summary
 from gym_sysmath.evaluation.run import (
     BASE_INFO_KEYS,
+    CONTEXT_OVERFLOW,
+    FAILED,
     MAX_STEPS,
     Outcome,
     SampleFailure,
@@ -51,16 +66,30 @@ from gym_sysmath.evaluation.run import (
     run_episode,
     run_local,
 )
-from gym_sysmath.evaluation.summary import BREAKDOWN_KEYS, DIFFICULTY_ORDER, SCORING_ERROR, pass_at_k, summarize
+from gym_sysmath.evaluation.summary import (
+    BREAKDOWN_KEYS,
+    DIFFICULTY_ORDER,
+    FORMAT_ERROR,
+    SCORING_ERROR,
+    UNSCORED,
+    pass_at_k,
+    summarize,
+)
+from gym_sysmath.evaluation.viewer import write_report
 
 __all__ = [
     "BASE_INFO_KEYS",
     "BREAKDOWN_KEYS",
+    "CONTEXT_OVERFLOW",
     "DIFFICULTY_ORDER",
+    "FAILED",
+    "FORMAT_ERROR",
     "MAX_STEPS",
     "RUN_HEADER",
     "RUN_HEADER_FORMAT",
     "SCORING_ERROR",
+    "SESSIONS",
+    "UNSCORED",
     "EvalError",
     "EvalRun",
     "Outcome",
@@ -81,11 +110,14 @@ __all__ = [
     "plan_samples",
     "play",
     "plot_summary",
+    "record_session",
     "run_episode",
     "run_fingerprint",
     "run_local",
     "sample_seed",
+    "sessions_time",
     "summarize",
+    "write_report",
 ]
 
 
@@ -134,11 +166,13 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
     """Evaluate ``agent`` on the eval split of each env id.
 
     ``n`` tasks per env (``choose_tasks``), ``rollouts`` samples per task,
-    ``concurrency`` episodes in flight: threads here (default: the sandbox pool's size), or
-    Ray actors with ``ray`` (default: one per cluster CPU), which is True for a local or
-    ``RAY_ADDRESS`` instance, or a cluster's address. With ``out``, writes
-    ``results.jsonl``, ``summary.json`` and ``breakdowns.png`` there; ``resume`` skips the
-    samples already logged.
+    ``concurrency`` episodes in flight: threads here (default: the sandbox pool's size, or
+    for an endpoint agent its ``max_concurrent_requests``, so that episodes do not queue
+    behind one another's requests and evict one another's prompt cache), or Ray actors with
+    ``ray`` (default: one per cluster CPU), which is True for a local or ``RAY_ADDRESS``
+    instance, or a cluster's address. With ``out``, writes ``results.jsonl``,
+    ``summary.json``, ``sessions.jsonl`` and ``breakdowns.png`` there; ``resume`` skips the
+    samples already logged (failed ones are played again).
     """
     agent = make_agent(agent) if isinstance(agent, str) else agent
     env_ids = list(dict.fromkeys(env_ids))  # an id named twice is evaluated once
@@ -166,21 +200,26 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
             bind_run_header(log, fingerprint)
             _check_resumable(done, specs, agent, log.path)
         results = {key: result for key, result in done.items() if key in planned}
-        todo = [spec for spec in specs if spec.key not in results]
+        todo = [spec for spec in specs if spec.key not in results or results[spec.key].verdict == FAILED]
         failures: list[SampleFailure] = []
-        bar = Progress(len(specs), f"eval {agent.name[:24]}", done=len(results), enabled=progress)
+        bar = Progress(len(specs), f"eval {agent.name[:24]}", done=len(specs) - len(todo), enabled=progress)
         lock = threading.Lock()
+        logged = [0]
 
         def on_outcome(outcome: Outcome) -> None:
             with lock:
-                if isinstance(outcome, SampleResult):
-                    if log:
-                        log.append(outcome)
-                    results[outcome.key] = outcome
-                else:
+                if isinstance(outcome, SampleFailure):
                     failures.append(outcome)
+                    result = outcome.as_result(agent.name)
+                else:
+                    result = outcome
+                if log:
+                    log.append(result)
+                    logged[0] += 1
+                results[result.key] = result
             bar.update(outcome)
 
+        interrupted = True
         try:
             if use_ray:
                 from gym_sysmath.integrations.ray_rollouts import run_ray
@@ -190,10 +229,13 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
             else:
                 from gym_sysmath.sandbox.pool import default_pool_size
 
-                run_local(todo, agent, on_outcome, concurrency=concurrency or default_pool_size(),
-                          make_kwargs=make_kwargs)
+                default = getattr(agent, "max_concurrent_requests", None) or default_pool_size()
+                run_local(todo, agent, on_outcome, concurrency=concurrency or default, make_kwargs=make_kwargs)
+            interrupted = False
         finally:
             bar.close()
+            if out_dir:
+                record_session(out_dir, time.perf_counter() - started, logged[0], interrupted)
     finally:
         close_all(dict(enumerate(probes)))
     ordered = tuple(results[spec.key] for spec in specs if spec.key in results)
@@ -202,6 +244,8 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
     summary = summarize(ordered, config)
     summary["planned"] = len(specs)
     summary["missing"] = len(specs) - len(ordered)
+    summary["time"] = sessions_time(out_dir) if out_dir else {"seconds": round(time.perf_counter() - started, 3),
+                                                               "sessions": 1}
     plot_path = None
     notes = []
     extra = len(done) - sum(1 for key in done if key in planned)
@@ -216,10 +260,10 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
 
 
 def exit_code(runs: Sequence[EvalRun]) -> int:
-    """1 when the reference agent is below 100% or anything failed to score; else 0."""
+    """1 when the reference agent is below 100% or anything failed or failed to score; else 0."""
     for run in runs:
         overall = run.summary["overall"]
-        if run.failures or run.summary.get("missing") or overall["scoring_errors"]:
+        if run.failures or run.summary.get("missing") or overall["scoring_errors"] or overall.get("failed"):
             return 1
         if run.agent == "reference" and any(stats["accuracy"] != 1.0 for stats in run.summary["envs"].values()):
             return 1

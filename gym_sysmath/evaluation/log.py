@@ -1,8 +1,11 @@
 """The results log: ``results.jsonl``, one JSON line per finished sample, flushed as it lands,
 and ``run.json`` beside it holding the run's fingerprint (``run_fingerprint``: the agent's
 configuration, env ids and arguments, seed, rollouts, sandbox backend). With ``resume`` the
-samples already logged are skipped, and ``bind_run_header`` refuses a log that another
-configuration wrote.
+samples already logged are skipped (a ``failed`` row is played again and its new row, later
+in the file, wins), and ``bind_run_header`` refuses a log that another configuration wrote.
+``sessions.jsonl`` gets one line per ``evaluate`` call on the directory (its wall time, how
+many samples it logged, whether it was interrupted), so a resumed run's time is the whole
+of it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,8 @@ from gym_sysmath.evaluation.run import SampleResult, _jsonable
 #: The run header beside ``results.jsonl``: the fingerprint ``resume`` checks.
 RUN_HEADER = "run.json"
 RUN_HEADER_FORMAT = 1
+#: One line per session that wrote to the directory.
+SESSIONS = "sessions.jsonl"
 
 
 class ResultsLog:
@@ -38,7 +44,8 @@ class ResultsLog:
             path.unlink()
 
     def load(self) -> dict[tuple[str, str, int], SampleResult]:
-        """The samples logged so far; a line cut short by a crash is dropped from the file."""
+        """The samples logged so far, each key's last row; a line cut short by a crash is
+        dropped from the file."""
         if not self.path.exists():
             return {}
         data = self.path.read_bytes()
@@ -124,3 +131,26 @@ def bind_run_header(log: ResultsLog, fingerprint: Mapping[str, Any]) -> None:
     if differences:
         raise EvalError(f"{log.path} was written by another run; " + "; ".join(differences) + f". To resume, "
                         f"run it as it was first run, or {advice}")
+
+
+def record_session(out_dir: Path, seconds: float, logged: int, interrupted: bool) -> None:
+    """Append this session's line to ``sessions.jsonl``."""
+    line = {"ended_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": round(seconds, 3),
+            "logged": logged, "interrupted": interrupted}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / SESSIONS).open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
+def sessions_time(out_dir: Path) -> dict[str, Any]:
+    """The sessions' whole wall time and their count (unreadable lines are skipped)."""
+    seconds, count = 0.0, 0
+    path = out_dir / SESSIONS
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                seconds += float(json.loads(line)["seconds"])
+                count += 1
+            except (ValueError, KeyError, TypeError):
+                continue
+    return {"seconds": round(seconds, 3), "sessions": count}

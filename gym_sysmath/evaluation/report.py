@@ -1,5 +1,6 @@
 """Report an eval: a scoreboard table, breakdown lines, a PNG of the breakdowns (matplotlib,
-imported only to plot), and the progress bar drawn while it runs.
+imported only to plot), and the progress bar drawn while it runs (``viewer`` has the HTML
+transcripts).
 """
 
 from __future__ import annotations
@@ -7,14 +8,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from gym_sysmath.evaluation.run import Outcome, SampleFailure, SampleResult
-from gym_sysmath.evaluation.summary import SCORING_ERROR
+from gym_sysmath.evaluation.summary import UNSCORED
 
 
 def _percent(value: float | None) -> str:
@@ -35,27 +35,37 @@ class EvalRun:
     notes: tuple[str, ...] = field(default=())
 
 
+def _tokens(stats: Mapping[str, Any]) -> str:
+    total = (stats.get("usage") or {}).get("total_tokens")
+    return "-" if total is None else f"{total:,}"
+
+
 def format_scoreboard(runs: Sequence[EvalRun]) -> str:
-    """The table ``gym-sysmath eval`` prints: one row per (agent, env)."""
+    """The table ``gym-sysmath eval`` prints: one row per (agent, env). Accuracy is correct
+    out of ``scored`` (shown beside it): scoring errors and failed samples are counted in
+    their own columns, never as wrong; ``time`` is the run's whole wall time, every session
+    of a resumed run included."""
     largest_k = max((max(map(int, run.summary["overall"]["pass_at_k"]), default=1) for run in runs), default=1)
     pass_column = f"pass@{largest_k}"
     env_width = max([22, *(len(env_id) for run in runs for env_id in run.summary["envs"])])
     agent_width = max([10, *(len(run.agent) for run in runs)])
-    header = (f"{'env':<{env_width}} {'agent':<{agent_width}} {'samples':>7} {'scored':>6} {'correct':>7} "
-              f"{'scoring_err':>11} {'failed':>6} {'accuracy':>8} {pass_column:>8} {'time':>7}")
+    header = (f"{'env':<{env_width}} {'agent':<{agent_width}} {'samples':>7} {'correct':>7} {'format_err':>10} "
+              f"{'scoring_err':>11} {'failed':>6} {'accuracy (of scored)':>20} {pass_column:>8} {'tokens':>10} "
+              f"{'time':>8}")
     lines = [header, "-" * len(header)]
     for run in runs:
-        failed = Counter(failure.spec.env_id for failure in run.failures)
         rows = list(run.summary["envs"].items())
         if len(rows) > 1:
             rows.append(("all", run.summary["overall"]))
+        total_s = (run.summary.get("time") or {}).get("seconds", run.seconds)
         for env_id, stats in rows:
             pass_k = stats["pass_at_k"].get(str(largest_k))
-            failures = sum(failed.values()) if env_id == "all" else failed.get(env_id, 0)
-            seconds = f"{run.seconds:>6.1f}s" if env_id == rows[-1][0] else ""
-            lines.append(f"{env_id:<{env_width}} {run.agent:<{agent_width}} {stats['samples']:>7} {stats['scored']:>6} "
-                         f"{stats['correct']:>7} {stats['scoring_errors']:>11} {failures:>6} "
-                         f"{_percent(stats['accuracy']):>8} {_percent(pass_k):>8} {seconds:>7}")
+            seconds = f"{total_s:>7.1f}s" if env_id == rows[-1][0] else ""
+            accuracy = f"{_percent(stats['accuracy'])} of {stats['scored']}"
+            lines.append(f"{env_id:<{env_width}} {run.agent:<{agent_width}} {stats['samples']:>7} "
+                         f"{stats['correct']:>7} {stats.get('format_errors', 0):>10} {stats['scoring_errors']:>11} "
+                         f"{stats.get('failed', 0):>6} {accuracy:>20} {_percent(pass_k):>8} {_tokens(stats):>10} "
+                         f"{seconds:>8}")
     return "\n".join(lines)
 
 
@@ -134,7 +144,7 @@ class Progress:
             self.done += 1
             if isinstance(outcome, SampleFailure):
                 self.failed += 1
-            elif outcome.verdict != SCORING_ERROR:
+            elif outcome.verdict not in UNSCORED:
                 self.scored += 1
                 self.correct += outcome.verdict == "correct"
             self._draw(force=self.done == self.total)

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import json
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
-from gym_sysmath.agents import Agent, Turn
+from gym_sysmath.agents import Agent, ContextOverflow, Turn
 from gym_sysmath.env import INFO_KEYS
 from gym_sysmath.evaluation.plan import SampleSpec
 
@@ -30,7 +31,10 @@ class SampleResult:
     """One played episode, as logged: ``observations[0]`` is the prompt and
     ``observations[i + 1]`` what the env answered to ``actions[i]``. ``turns[i]`` is the
     agent's record of how ``actions[i]`` was made (for ``openai``: response id and model,
-    ``finish_reason``, token ``usage``, latency and attempts), ``{}`` when it keeps none."""
+    ``finish_reason``, token ``usage``, latency, retries, the sampling fields sent), ``{}``
+    when it keeps none. ``final_info`` is the last step's ``info`` (``hidden_passed``,
+    ``compile_success``, ``format_ok``, ...); ``error`` says why a ``context_overflow`` or
+    ``failed`` sample stopped."""
 
     env_id: str
     task_id: str
@@ -46,6 +50,8 @@ class SampleResult:
     metadata: Mapping[str, Any]
     timings: Mapping[str, float]
     turns: tuple[Mapping[str, Any], ...] = ()
+    final_info: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -57,7 +63,7 @@ class SampleResult:
             "agent": self.agent, "actions": list(self.actions), "observations": list(self.observations),
             "reward": self.reward, "verdict": self.verdict, "scoring_error": self.scoring_error,
             "detail": self.detail, "metadata": dict(self.metadata), "timings": dict(self.timings),
-            "turns": [dict(turn) for turn in self.turns],
+            "turns": [dict(turn) for turn in self.turns], "final_info": dict(self.final_info), "error": self.error,
         }
 
     @classmethod
@@ -69,27 +75,61 @@ class SampleResult:
             verdict=record["verdict"], scoring_error=record.get("scoring_error"), detail=record.get("detail"),
             metadata=dict(record.get("metadata") or {}), timings=dict(record.get("timings") or {}),
             turns=tuple(dict(turn or {}) for turn in record.get("turns") or ()),
+            final_info=dict(record.get("final_info") or {}), error=record.get("error"),
         )
 
 
 @dataclass(frozen=True)
 class SampleFailure:
-    """A sample that produced no result (the agent or the host failed, not the task's
-    grading): it is not logged, so ``--resume`` plays it again."""
+    """A sample that produced no verdict (the agent or the host failed, not the task's
+    grading). It is logged as a ``failed`` row with the turns it got through
+    (``as_result``), counted apart in the summary, and ``--resume`` plays it again."""
 
     spec: SampleSpec
     error: str
+    partial: SampleResult | None = None  #: the turns played before the failure, when there were some
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return self.spec.key
+
+    def as_result(self, agent: str) -> SampleResult:
+        """The row logged for it: verdict ``failed``, reward 0, the error and the turns so far."""
+        spec, partial = self.spec, self.partial
+        return SampleResult(
+            env_id=spec.env_id, task_id=spec.task_id, rollout=spec.rollout, seed=spec.seed, agent=agent,
+            actions=partial.actions if partial else (), observations=partial.observations if partial else (),
+            reward=0.0, verdict=FAILED, scoring_error=None, detail=None,
+            metadata=partial.metadata if partial else {}, timings=partial.timings if partial else {},
+            turns=partial.turns if partial else (), final_info=partial.final_info if partial else {},
+            error=self.error)
 
 
 Outcome = SampleResult | SampleFailure
+
+#: The verdict of a logged sample that got none from the env (``SampleFailure``): replayed by ``--resume``.
+FAILED = "failed"
+#: The verdict of an episode the endpoint ended because its conversation outgrew the model's context.
+CONTEXT_OVERFLOW = "context_overflow"
 
 
 def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+class _EpisodeFailed(Exception):
+    """An exception raised mid-episode, carrying the turns played before it."""
+
+    def __init__(self, error: BaseException, partial: SampleResult):
+        super().__init__(str(error))
+        self.error, self.partial = error, partial
+
+
 def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
-    """Play one sample to its end: reset on the task, ask the agent, step, repeat."""
+    """Play one sample to its end: reset on the task, ask the agent, step, repeat. An
+    endpoint that refuses a turn for the context's size ends the episode as
+    ``context_overflow`` with the turns before it; any other exception after the reset
+    comes with them too (``_EpisodeFailed``), so the failed row shows how far it got."""
     started = time.perf_counter()
     observation, info = env.reset(seed=spec.seed, options={"task_id": spec.task_id})
     if info.get("task_id") != spec.task_id:
@@ -101,44 +141,61 @@ def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
     turns: list[dict[str, Any]] = []
     observations = [observation]
     agent_s = env_s = 0.0
-    for index in range(MAX_STEPS):
-        mark = time.perf_counter()
-        reply = agent.reply(Turn(spec.env_id, spec.task_id, spec.rollout, spec.seed, index, observation,
-                                 tuple(history), info, env))
-        action = reply.text
-        turns.append(_jsonable(dict(reply.record or {})))
-        agent_s += time.perf_counter() - mark
-        mark = time.perf_counter()
-        next_observation, reward, terminated, truncated, info = env.step(action)
-        env_s += time.perf_counter() - mark
-        logged = action if isinstance(action, str) else repr(action)
-        history += [{"role": "user", "content": observation}, {"role": "assistant", "content": logged}]
-        actions.append(logged)
-        observations.append(next_observation)
-        observation = next_observation
-        if terminated or truncated:
-            break
-    else:
+    reward, verdict, error = 0.0, None, None
+
+    def result() -> SampleResult:
+        timings = {"reset_s": reset_s, "agent_s": agent_s, "env_s": env_s, "total_s": time.perf_counter() - started}
+        return SampleResult(
+            env_id=spec.env_id, task_id=spec.task_id, rollout=spec.rollout, seed=spec.seed, agent=agent.name,
+            actions=tuple(actions), observations=tuple(observations), reward=float(reward),
+            verdict=verdict or str(info.get("verdict")), scoring_error=None if verdict else info.get("scoring_error"),
+            detail=None if verdict or info.get("detail") is None else str(info["detail"]), metadata=metadata,
+            timings={key: round(value, 6) for key, value in timings.items()}, turns=tuple(turns),
+            final_info=_jsonable(dict(info)), error=error)
+
+    try:
+        for index in range(MAX_STEPS):
+            mark = time.perf_counter()
+            try:
+                reply = agent.reply(Turn(spec.env_id, spec.task_id, spec.rollout, spec.seed, index, observation,
+                                         tuple(history), info, env))
+            except ContextOverflow as exc:
+                agent_s += time.perf_counter() - mark
+                reward, verdict, error = 0.0, CONTEXT_OVERFLOW, str(exc)
+                return result()
+            action = reply.text
+            turns.append(_jsonable(dict(reply.record or {})))
+            agent_s += time.perf_counter() - mark
+            mark = time.perf_counter()
+            next_observation, reward, terminated, truncated, info = env.step(action)
+            env_s += time.perf_counter() - mark
+            logged = action if isinstance(action, str) else repr(action)
+            history += [{"role": "user", "content": observation}, {"role": "assistant", "content": logged}]
+            actions.append(logged)
+            observations.append(next_observation)
+            observation = next_observation
+            if terminated or truncated:
+                return result()
         raise RuntimeError(f"{spec.env_id} did not end the episode within {MAX_STEPS} steps")
-    timings = {"reset_s": reset_s, "agent_s": agent_s, "env_s": env_s, "total_s": time.perf_counter() - started}
-    return SampleResult(
-        env_id=spec.env_id, task_id=spec.task_id, rollout=spec.rollout, seed=spec.seed, agent=agent.name,
-        actions=tuple(actions), observations=tuple(observations), reward=float(reward),
-        verdict=str(info.get("verdict")), scoring_error=info.get("scoring_error"),
-        detail=None if info.get("detail") is None else str(info["detail"]), metadata=metadata,
-        timings={key: round(value, 6) for key, value in timings.items()}, turns=tuple(turns),
-    )
+    except Exception as exc:
+        if len(turns) > len(actions):  # the reply came, the step failed: keep the reply's record aligned
+            turns.pop()
+        raise _EpisodeFailed(exc, result()) from exc
 
 
 def play(envs: dict[str, gym.Env], agent: Agent, spec: SampleSpec, make_kwargs: Mapping[str, Any]) -> Outcome:
     """``run_episode`` on this worker's env for the sample's id (made on first use); any
-    exception becomes a ``SampleFailure`` so one bad sample does not stop the eval."""
+    exception becomes a ``SampleFailure`` (with the turns played before it) so one bad
+    sample does not stop the eval."""
     try:
         env = envs.get(spec.env_id)
         if env is None:
             env = envs[spec.env_id] = gym.make(spec.env_id, **make_kwargs)
         return run_episode(env, agent, spec)
-    except Exception as exc:  # reported per sample, retried by --resume
+    except _EpisodeFailed as failed:  # reported per sample, retried by --resume
+        partial = failed.partial if failed.partial.actions else None
+        return SampleFailure(spec, f"{type(failed.error).__name__}: {failed.error}", partial)
+    except Exception as exc:
         return SampleFailure(spec, f"{type(exc).__name__}: {exc}")
 
 
@@ -151,39 +208,86 @@ def close_all(envs: dict[str, gym.Env]) -> None:
     envs.clear()
 
 
+def _say(message: str) -> None:
+    print(f"gym-sysmath: {message}", file=sys.stderr, flush=True)
+
+
+def _names(specs: Sequence[SampleSpec], limit: int = 6) -> str:
+    shown = ", ".join(f"{spec.env_id} {spec.task_id} r{spec.rollout}" for spec in specs[:limit])
+    return shown + (f" and {len(specs) - limit} more" if len(specs) > limit else "")
+
+
 def run_local(specs: Sequence[SampleSpec], agent: Agent, on_outcome: Callable[[Outcome], None], *,
-              concurrency: int = 1, make_kwargs: Mapping[str, Any] | None = None) -> None:
+              concurrency: int = 1, make_kwargs: Mapping[str, Any] | None = None,
+              say: Callable[[str], None] = _say) -> None:
     """Play ``specs`` on ``concurrency`` threads in this process. Each thread owns its envs;
-    the envs share the process-wide warm sandbox pool. Ctrl-C lets the episodes in flight
-    finish (their results are logged) and then re-raises."""
+    the envs share the process-wide warm sandbox pool.
+
+    Ctrl-C starts no new episode, says how many are in flight and names each as it finishes
+    (its outcome is delivered, so logged); a second Ctrl-C abandons the rest, names them,
+    and delivers nothing after. Either way KeyboardInterrupt is raised once the wait ends.
+    The main thread waits in ``time.sleep``, never in ``Thread.join``: on Python 3.11 an
+    interrupt inside ``join`` can mark a running thread stopped, and its episode was lost."""
     work: queue.SimpleQueue[SampleSpec] = queue.SimpleQueue()
     for spec in specs:
         work.put(spec)
     stop = threading.Event()
+    lock = threading.Lock()
+    in_flight: dict[int, SampleSpec] = {}
+    abandoned = False
     kwargs = dict(make_kwargs or {})
+    count = max(1, min(concurrency, len(specs)))
+    running = [count]
 
     def worker() -> None:
         envs: dict[str, gym.Env] = {}
+        me = threading.get_ident()
         try:
             while not stop.is_set():
                 try:
                     spec = work.get_nowait()
                 except queue.Empty:
                     return
-                on_outcome(play(envs, agent, spec, kwargs))
+                with lock:
+                    in_flight[me] = spec
+                outcome = play(envs, agent, spec, kwargs)
+                with lock:
+                    in_flight.pop(me, None)
+                    if abandoned:
+                        return
+                    on_outcome(outcome)
+                    if stop.is_set():
+                        say(f"finished {_names([spec])}; {len(in_flight)} still in flight")
         finally:
             close_all(envs)
+            with lock:
+                running[0] -= 1
 
-    threads = [threading.Thread(target=worker, name=f"gym-sysmath-eval-{i}", daemon=True)
-               for i in range(max(1, min(concurrency, len(specs))))]
+    threads = [threading.Thread(target=worker, name=f"gym-sysmath-eval-{i}", daemon=True) for i in range(count)]
     for thread in threads:
         thread.start()
+
+    def wait() -> None:
+        while True:
+            with lock:
+                if not running[0]:
+                    return
+            time.sleep(0.1)
+
     try:
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)
+        wait()
+        return
     except KeyboardInterrupt:
         stop.set()
-        for thread in threads:
-            thread.join()
-        raise
+        with lock:
+            flying = list(in_flight.values())
+        say(f"interrupted: no new episodes; waiting for the {len(flying)} in flight to finish and be logged "
+            f"({_names(flying)}); Ctrl-C again abandons them")
+    try:
+        wait()
+    except KeyboardInterrupt:
+        with lock:
+            abandoned = True
+            flying = list(in_flight.values())
+        say(f"abandoned {len(flying)} episode(s) in flight, not logged ({_names(flying, 20)}); --resume plays them")
+    raise KeyboardInterrupt

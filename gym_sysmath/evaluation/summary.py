@@ -1,6 +1,8 @@
 """Summarize logged samples: a pure function of them in plan order, so a resumed run writes
 the same ``summary.json`` as an uninterrupted one. Scoring errors (harness failures) are
-counted and left out of every denominator, never scored as wrong.
+counted and left out of every denominator, never scored as wrong; so are failed samples
+(``failed``: the agent or the host gave no verdict), which ``--resume`` plays again.
+Accuracy is ``correct / scored``, and each group states ``scored``, its denominator.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gym_sysmath.evaluation.run import SampleResult
+from gym_sysmath.evaluation.run import CONTEXT_OVERFLOW, FAILED, SampleResult
 
 #: Task metadata keys that get a per-value accuracy breakdown, when a family provides them.
 BREAKDOWN_KEYS = ("category", "difficulty", "topic", "language")
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
 SCORING_ERROR = "scoring_error"
+FORMAT_ERROR = "format_error"
+#: Verdicts that are no grade of the answer: left out of every denominator.
+UNSCORED = frozenset({SCORING_ERROR, FAILED})
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -27,19 +32,20 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def _counts(results: Sequence[SampleResult]) -> dict[str, Any]:
-    errors = sum(1 for r in results if r.verdict == SCORING_ERROR)
-    scored = len(results) - errors
-    correct = sum(1 for r in results if r.verdict == "correct")
-    return {"samples": len(results), "scored": scored, "correct": correct, "scoring_errors": errors,
-            "accuracy": correct / scored if scored else None}
+    verdicts = Counter(r.verdict for r in results)
+    scored = len(results) - sum(verdicts[verdict] for verdict in UNSCORED)
+    correct = verdicts["correct"]
+    return {"samples": len(results), "scored": scored, "correct": correct, "scoring_errors": verdicts[SCORING_ERROR],
+            "failed": verdicts[FAILED], "format_errors": verdicts[FORMAT_ERROR],
+            "context_overflows": verdicts[CONTEXT_OVERFLOW], "accuracy": correct / scored if scored else None}
 
 
 def _pass_at_k(results: Sequence[SampleResult]) -> dict[str, float]:
     """pass@k for k = 1..(most scored samples of a task), each over the tasks with at least
-    k scored samples; scoring errors shrink a task's n instead of counting as failures."""
+    k scored samples; scoring errors and failed samples shrink a task's n instead of counting as wrong."""
     per_task: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for result in results:
-        if result.verdict != SCORING_ERROR:
+        if result.verdict not in UNSCORED:
             tally = per_task[(result.env_id, result.task_id)]
             tally[0] += 1
             tally[1] += result.verdict == "correct"
@@ -63,8 +69,11 @@ def _usage(results: Sequence[SampleResult]) -> dict[str, Any] | None:
             if isinstance(value, int) and not isinstance(value, bool):
                 tokens[key] += value
     reasons = Counter(str(record.get("finish_reason")) for record in records)
+    retries = sum(len(record.get("retries") or ()) for record in records)
     return {"model_turns": len(records), "tokens": dict(sorted(tokens.items())),
-            "finish_reasons": dict(sorted(reasons.items()))}
+            "total_tokens": tokens.get("total_tokens") or tokens["prompt_tokens"] + tokens["completion_tokens"],
+            "finish_reasons": dict(sorted(reasons.items())), "retries": retries,
+            "models": sorted({str(record.get("model")) for record in records if record.get("model")})}
 
 
 def _value_order(value: str) -> tuple[int, str]:
@@ -93,8 +102,9 @@ def _group_stats(results: Sequence[SampleResult], breakdowns: bool) -> dict[str,
 
 
 def summarize(results: Iterable[SampleResult], config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The summary of logged samples: accuracy (correct / scored, scoring errors excluded),
-    pass@k, verdict counts and metadata breakdowns, per env and overall."""
+    """The summary of logged samples: accuracy (correct / scored, scoring errors and failed
+    samples excluded), pass@k, verdict counts, token usage and metadata breakdowns, per env
+    and overall."""
     ordered = sorted(results, key=lambda r: r.key)
     by_env: dict[str, list[SampleResult]] = {}
     for result in ordered:

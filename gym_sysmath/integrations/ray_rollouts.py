@@ -80,8 +80,9 @@ def connect(address: str | None = None) -> bool:
 
 def _runtime_env(agent: Agent) -> dict[str, Any] | None:
     """Hand the driver's API key to the actors, which run where the variable may be unset."""
-    if isinstance(agent, OpenAIAgent) and os.environ.get(agent.api_key_env):
-        return {"env_vars": {agent.api_key_env: os.environ[agent.api_key_env]}}
+    variable = agent.api_key_variable if isinstance(agent, OpenAIAgent) else None
+    if variable and os.environ.get(variable):
+        return {"env_vars": {variable: os.environ[variable]}}
     return None
 
 
