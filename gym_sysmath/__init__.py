@@ -4,6 +4,7 @@ Importing the package registers every environment id with Gymnasium.
 """
 
 from importlib.metadata import PackageNotFoundError, version
+from importlib.util import find_spec as _find_spec
 
 from gym_sysmath.registration import env_ids, register_all
 
@@ -15,3 +16,17 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 register_all()
 
 __all__ = ["__version__", "env_ids", "register_all"]
+
+#: verifiers resolves a taskset id (``vf-eval gym-sysmath``) to this package's exported Taskset
+#: and Env subclasses; they load lazily, and only where verifiers is installed.
+_VERIFIERS_PLUGIN = ("SysmathTaskset", "SysmathVfEnv")
+if _find_spec("verifiers") is not None:
+    __all__ += list(_VERIFIERS_PLUGIN)
+
+
+def __getattr__(name: str):
+    if name in _VERIFIERS_PLUGIN:
+        from gym_sysmath.integrations import verifiers
+
+        return getattr(verifiers, name)
+    raise AttributeError(f"module 'gym_sysmath' has no attribute {name!r}")
