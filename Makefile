@@ -8,7 +8,7 @@ CLI := $(VENV)/bin/gym-sysmath
 
 REAL_MODEL := $(VENV)/share/gym-sysmath/smollm2/.installed
 
-.PHONY: setup docker image test run bench lint typecheck real-model test-real-model
+.PHONY: setup docker browser image test run bench lint typecheck real-model test-real-model
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -33,10 +33,15 @@ real-model: $(REAL_MODEL)
 docker:
 	bash .ci/ensure-docker
 
+# Debian's chromium, for the report viewer's test (tests/test_eval_llm.py opens the page headless)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 image: setup docker
 	$(CLI) sandbox build --bootstrap
 
-test: image
+test: image browser
 	$(PY) -m pytest -q
 
 run: image
