@@ -119,7 +119,8 @@ def _export(args: argparse.Namespace) -> int:
 
 #: ``export --format``: a trainer's name -> the function turning ``build_dataset`` rows into its rows.
 TRAINER_FORMATS = {"verl": ("gym_sysmath.integrations.verl:verl_rows", 1),
-                   "skyrl": ("gym_sysmath.integrations.skyrl:skyrl_rows", None)}
+                   "skyrl": ("gym_sysmath.integrations.skyrl:skyrl_rows", None),
+                   "openrlhf": ("gym_sysmath.integrations.openrlhf:openrlhf_rows", 1)}
 
 
 def _export_for_trainer(args: argparse.Namespace) -> int:
@@ -354,10 +355,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="include each task's key and reference action (off by default)")
     export.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="extra gym.make argument")
     export.add_argument("--format", choices=["jsonl", *TRAINER_FORMATS], default="jsonl",
-                        help="jsonl (default), or a trainer's parquet schema: verl, skyrl (a task reference as "
-                             "ground truth; never the key)")
+                        help="jsonl (default), or a trainer's parquet schema: verl, skyrl, openrlhf (a task "
+                             "reference as ground truth; never the key)")
     export.add_argument("--max-turns", type=int, default=None,
-                        help="with --format: the turns the prompts offer (verl: 1; skyrl: the family's default)")
+                        help="with --format: the turns the prompts offer (skyrl: the family's default; else 1)")
     export.set_defaults(func=_export)
 
     evaluation = commands.add_parser(

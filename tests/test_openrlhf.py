@@ -126,3 +126,17 @@ def test_agent_func_runs_a_multi_turn_episode_in_openrlhfs_loop():
     assert out["reward"] == 1.0 and len(out["action_ranges"]) == 2
     transcript = tokenizer.decode(out["observation_tokens"])
     assert "42" in transcript and "User: " in transcript.split("print(6 * 7)")[1]
+
+
+def test_cli_export_writes_rows_openrlhf_reads_and_grades(tmp_path):
+    import pandas as pd
+
+    from gym_sysmath.cli import main
+
+    out = tmp_path / "prompts.parquet"
+    assert main(["export", "CsappExact-v0", "-n", "2", "--format", "openrlhf", "--out", str(out)]) == 0
+    frame = pd.read_parquet(out)
+    assert list(frame.columns) == ["prompt", "label"]
+    row = {"prompt": [dict(m) for m in frame.iloc[0]["prompt"]], "label": frame.iloc[0]["label"]}
+    assert TaskRef.parse(row["label"]).max_turns == 1
+    assert run_single_turn(row, reference_answer(row["label"]))["reward"].tolist() == [1.0]
