@@ -17,17 +17,21 @@ treats as harness failures.
 from __future__ import annotations
 
 import builtins
+import ctypes
 import errno
 import fcntl
 import hashlib
 import json
 import linecache
 import os
+import platform
 import resource
+import secrets
 import select
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -63,6 +67,107 @@ PRELOADED_MODULES = ("collections", "dataclasses", "decimal", "enum", "fractions
                      "math", "random", "re", "statistics", "string", "typing")
 
 MEMORY_ERROR_MARKERS = (b"MemoryError", b"std::bad_alloc", b"memory allocation of")
+
+
+# --------------------------------------------------------------------------- instruction counts
+
+#: A counted job runs its program under cachegrind with the cache and branch simulations off: it
+#: counts the instructions the program executes (Ir), which the machine's load does not change.
+VALGRIND_LAUNCHER = "/usr/bin/valgrind"
+VALGRIND_LIB = "/usr/libexec/valgrind"
+COUNT_FILE = ".instructions"  # cachegrind's output, written in the job's dir when the program ends
+COUNT_FILE_MAX_BYTES = 64 * 1024 * 1024
+COUNTED_PYTHON = ["python3", "-s", "-P", "main.py"]  # a fresh interpreter: the zygote cannot be counted
+#: Per machine: (AUDIT_ARCH, execve, execveat, the x32 syscall bit or 0), for ``_exec_sealed``.
+_EXEC_SYSCALLS = {"x86_64": (0xC000003E, 59, 322, 0x40000000), "aarch64": (0xC00000B7, 221, 281, 0)}
+_VALGRIND_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+def counted_argv(program: list[str], workdir: str) -> list[str]:
+    """``program`` under cachegrind. Children are not followed because there are none: a counted
+    job may not fork (RLIMIT_NPROC 1) nor exec (``_exec_sealed``)."""
+    return [VALGRIND_LAUNCHER, "--tool=cachegrind", "-q", "--cache-sim=no", "--branch-sim=no",
+            "--trace-children=no", f"--cachegrind-out-file={os.path.join(workdir, COUNT_FILE)}", *program]
+
+
+def _exec_sealed(argv: list[str], env: dict) -> None:
+    """Exec valgrind's tool for ``argv`` so that neither it nor its program can ever exec again.
+
+    A counted program that could exec would run the rest of its work uncounted (a native
+    program after valgrind) and could then write a count of its choosing. A seccomp filter
+    installed here lets ``execve`` through only for a filename pointer drawn at random in this
+    process, which the next program cannot learn, and refuses ``execveat``; valgrind's launcher,
+    which would exec once more, is skipped (the tool runs with the variables it would set).
+    """
+    machine = platform.machine()
+    if machine not in _EXEC_SYSCALLS:
+        raise OSError(f"instruction counts are not supported on {machine}")
+    audit_arch, nr_execve, nr_execveat, x32_bit = _EXEC_SYSCALLS[machine]
+    tool = os.path.join(VALGRIND_LIB, f"cachegrind-{_VALGRIND_ARCH[machine]}-linux")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    libc.syscall.restype = ctypes.c_long
+    path = tool.encode() + b"\0"
+    for _ in range(32):  # a random page in [2^40, 2^46), at a random offset
+        page = ((1 << 28) + secrets.randbelow((1 << 34) - (1 << 28))) << 12
+        mapped = libc.mmap(page, 4096, 3, 0x22 | 0x100000, -1, 0)  # RW, private|anonymous|FIXED_NOREPLACE
+        if mapped == page:
+            break
+    else:
+        raise OSError("no page for the exec seal")
+    address = page + secrets.randbelow(4096 - len(path))
+    ctypes.memmove(address, path, len(path))
+    deny, allow = 0x00050000 | errno.EPERM, 0x7FFF0000  # SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ALLOW
+    program = [  # (code, jt, jf, k): LD seccomp_data field, JEQ/JGE, RET
+        (0x20, 0, 0, 4), (0x15, 1, 0, audit_arch), (0x06, 0, 0, deny),
+        (0x20, 0, 0, 0), (0x35, 0, 1, x32_bit or 0xFFFFFFFF), (0x06, 0, 0, deny),
+        (0x15, 0, 1, nr_execveat), (0x06, 0, 0, deny),
+        (0x15, 1, 0, nr_execve), (0x06, 0, 0, allow),
+        (0x20, 0, 0, 16), (0x15, 0, 3, address & 0xFFFFFFFF),
+        (0x20, 0, 0, 20), (0x15, 0, 1, address >> 32), (0x06, 0, 0, allow), (0x06, 0, 0, deny),
+    ]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(program), ctypes.addressof(code))
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # NO_NEW_PRIVS, SECCOMP
+        raise OSError(ctypes.get_errno(), "cannot install the exec seal")
+    c_argv = (ctypes.c_char_p * (len(argv) + 1))(*[a.encode() for a in argv], None)
+    environment = {**env, "VALGRIND_LAUNCHER": VALGRIND_LAUNCHER, "VALGRIND_LIB": VALGRIND_LIB}
+    c_env = (ctypes.c_char_p * (len(environment) + 1))(*[f"{k}={v}".encode() for k, v in environment.items()], None)
+    libc.syscall(ctypes.c_long(nr_execve), ctypes.c_void_p(address), c_argv, c_env)
+    raise OSError(ctypes.get_errno(), f"cannot run {tool}")
+
+
+def read_count(workdir: str, uid: int) -> int | None:
+    """The instructions cachegrind counted, or None when its file is not what cachegrind leaves.
+
+    Cachegrind writes the file when the program has ended (creating it 0600, or truncating the
+    one there), so its last line is its own. A program could only leave its own text there by
+    making that write fail: a symlink, a FIFO or a directory in its place, or a file without
+    write permission (the mode check), a disk or size limit (then the summary is missing).
+    """
+    try:
+        fd = os.open(os.path.join(workdir, COUNT_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if (not stat.S_ISREG(info.st_mode) or stat.S_IMODE(info.st_mode) != 0o600
+                or (IS_ROOT and info.st_uid != uid) or info.st_size > COUNT_FILE_MAX_BYTES):
+            return None
+        os.lseek(fd, max(0, info.st_size - 4096), os.SEEK_SET)
+        tail = _read_to_end(os.dup(fd)).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+    last = tail.rstrip("\n").rsplit("\n", 1)[-1]
+    words = last.split(" ")
+    if len(words) == 2 and words[0] == "summary:" and words[1].isdigit() and tail.endswith("\n"):
+        return int(words[1])
+    return None
 
 
 # --------------------------------------------------------------------------- framing
@@ -253,12 +358,15 @@ def _read_to_end(fd: int) -> bytes:
 class StageRunner:
     """Forks one stage (a command or Python source), feeds stdin, streams output against caps."""
 
-    def __init__(self, uid: int, workdir: str, limits: dict, program_is_jobs: bool = False):
+    def __init__(self, uid: int, workdir: str, limits: dict, program_is_jobs: bool = False,
+                 counted: bool = False):
         self.uid = uid
         self.workdir = workdir
         self.limits = limits
         #: whether an exec failure is the job's (its own compiled program) or ours (a compiler)
         self.program_is_jobs = program_is_jobs
+        #: run the program under the instruction counter (``counted_argv``), sealed against exec
+        self.counted = counted
 
     def run(self, *, argv: list[str] | None = None, python: str | None = None,
             files: dict | None = None, stdin: bytes = b"") -> dict:
@@ -302,9 +410,11 @@ class StageRunner:
                     pass
                 os._exit(127)
             try:
+                if self.counted:
+                    _exec_sealed(counted_argv(argv, self.workdir), dict(os.environ))
                 os.execvpe(argv[0], argv, os.environ)
             except OSError as exc:  # a program the job built may be unrunnable (a bad ELF header)
-                if not self.program_is_jobs:
+                if self.counted or not self.program_is_jobs:
                     os.write(report, f"cannot run {argv[0]}: {exc}".encode()[:500])
                 else:
                     os.write(2, f"sandbox: cannot execute the program: {exc}\n".encode())
@@ -1422,20 +1532,30 @@ class Supervisor:
         files = dict(job.get("files") or {})
         stdin = (job.get("stdin") or "").encode("utf-8")
         limits = _limits(job.get("limits"))
+        counted = bool(job.get("count_instructions"))
+        if counted:
+            limits["processes"] = 1  # no child to hand uncounted work to (threads neither)
         try:
-            if language == "python":
+            if language == "python" and counted:
+                result = StageRunner(uid, workdir, limits, counted=True).run(argv=COUNTED_PYTHON, files=files,
+                                                                             stdin=stdin)
+            elif language == "python":
                 source = files.pop("main.py")
                 runner = StageRunner(uid, workdir, limits)
                 return runner.run(python=source, files=files, stdin=stdin)
-            if language in COMPILERS:
-                return self._compile_and_run(job, language, files, stdin, limits, uid, workdir)
-            raise ValueError(f"unknown language {language!r}")
+            elif language in COMPILERS:
+                result = self._compile_and_run(job, language, files, stdin, limits, uid, workdir, counted)
+            else:
+                raise ValueError(f"unknown language {language!r}")
+            if counted and result["status"] == "ok":
+                result["instructions"] = read_count(workdir, uid)
+            return result
         finally:
             if not _purge_uid(uid, workdir):
                 _request_retirement()
 
     def _compile_and_run(self, job: dict, language: str, files: dict, stdin: bytes, limits: dict,
-                         uid: int, workdir: str) -> dict:
+                         uid: int, workdir: str, counted: bool = False) -> dict:
         _, compile_argv = COMPILERS[language]
         compile_limits = _limits(job.get("compile_limits"))
         key = self.builds.key(language, compile_argv, files)
@@ -1454,7 +1574,8 @@ class Supervisor:
             return dict(compiled, compile=compiled)
         if entry["binary"] and not os.path.isdir(workdir):
             _prepare_workdir(uid, workdir, program=entry["binary"])
-        result = StageRunner(uid, workdir, limits, program_is_jobs=True).run(argv=["./prog"], stdin=stdin)
+        result = StageRunner(uid, workdir, limits, program_is_jobs=True, counted=counted).run(argv=["./prog"],
+                                                                                               stdin=stdin)
         result["compile"] = compiled
         return result
 
