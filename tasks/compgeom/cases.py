@@ -32,13 +32,13 @@ from .exactness import inexact
 from .layout import case_path
 from .primitives import BOX2, BY_NAME, PRIMITIVES, Primitive
 from .reference import solve
-from .scenarios import PUBLIC, SCENARIOS_2D, SCENARIOS_BOX
+from .scenarios import PUBLIC, SCENARIOS_2D, SCENARIOS_BOX, SCENARIOS_VEC
 from .variants import DELTA_EXPONENTS, SCALE_EXPONENTS, near_misses, scaled
 
 COMMAND = "python -m gym_sysmath.tasks.compgeom.build"
 BASE_SEED = 20240605
 VARIANTS = 3
-RANDOM_HIDDEN = {"box": 50, "2d": 60}
+RANDOM_HIDDEN = {"box": 50, "2d": 60, "test": 60, "3d": 60}
 RANDOM_PUBLIC = 4
 RANDOM_MODES = ("generic",) * 4 + ("parallel",) + ("collinear",) * 3  # hidden draws: half on purpose special
 VISIBILITIES = ("public", "hidden")
@@ -72,16 +72,21 @@ def _num(x: Fraction) -> float:
 
 
 def _input_record(primitive: Primitive, values: Sequence[Sequence[Fraction]]) -> dict[str, Any]:
-    """values: the four field values in argument order (two per input)."""
+    """values: the field values in argument order (two or three per input)."""
     record: dict[str, Any] = {}
-    for index, (arg, shape) in enumerate(primitive.args):
-        record[arg] = {field: [_num(x) for x in values[2 * index + k]] for k, field in enumerate(shape.fields)}
+    fields = iter(values)
+    for arg, shape in primitive.args:
+        record[arg] = {field: [_num(x) for x in next(fields)] for field in shape.fields}
     return record
 
 
 def _expected_record(primitive: Primitive, result: Any) -> dict[str, Any]:
     if primitive.is_box:
         return {"kind": result.kind, "min": [float(x) for x in result.min], "max": [float(x) for x in result.max]}
+    if primitive.result is not None:  # the test and 3D families: lists as the family names them
+        return {"kind": result.kind, **{name: [[float(x) for x in entry] if width > 1 else float(entry)
+                                               for entry in getattr(result, name)]
+                                        for name, width in primitive.family.lists}}
     return {
         "kind": result.kind,
         "t0": [float(t) for t in result.t0],
@@ -235,6 +240,61 @@ def _random_box(rng: np.random.Generator) -> list[tuple[Fraction, ...]]:
     return boxes
 
 
+# ---------------------------------------------------------------- triangles, 3D rays and boxes
+
+def _transform_vec(primitive: Primitive, values: list[tuple[Fraction, ...]], rng: np.random.Generator
+                   ) -> list[tuple[Fraction, ...]]:
+    """Permute and mirror the axes, translate the points, rescale directions, reorder a triangle's
+    vertices, maybe swap inputs of the same shape: exact, and every branch is unchanged."""
+    n = primitive.args[0][1].dim
+    order = [int(i) for i in rng.permutation(n)]
+    flips = [bool(rng.integers(2)) for _ in range(n)]
+    shift = [_quarter(rng, 3) for _ in range(n)]
+
+    def axes(v: tuple[Fraction, ...], point: bool) -> tuple[Fraction, ...]:
+        return tuple((-v[i] if flips[i] else v[i]) + (shift[i] if point else 0) for i in order)
+
+    out: list[tuple[Fraction, ...]] = []
+    fields = iter(values)
+    for _, shape in primitive.args:
+        own = [next(fields) for _ in shape.fields]
+        if shape.fields == ("min", "max"):  # a mirrored axis swaps the box's ends on it
+            lo, hi = own
+            own = [tuple(hi[i] if flips[i] else lo[i] for i in range(n)),
+                   tuple(lo[i] if flips[i] else hi[i] for i in range(n))]
+        moved = [axes(v, field != "direction") for v, field in zip(own, shape.fields, strict=True)]
+        if "direction" in shape.fields:
+            k, scale = shape.fields.index("direction"), _pick(rng, SCALES)
+            moved[k] = tuple(x * scale for x in moved[k])
+        if len(shape.fields) == 3:
+            moved = [moved[int(i)] for i in rng.permutation(3)]
+        out += moved
+    if primitive.args[0][1] is primitive.args[1][1] and rng.integers(2):
+        half = len(primitive.args[0][1].fields)
+        out = out[half:] + out[:half]
+    return out
+
+
+def _random_vec(primitive: Primitive, rng: np.random.Generator) -> list[tuple[Fraction, ...]]:
+    """Random points on a quarter grid, small integer directions (often along an axis), boxes
+    with sorted ends (sometimes flat or, rarely, inverted)."""
+    out: list[tuple[Fraction, ...]] = []
+    for _, shape in primitive.args:
+        n = shape.dim
+        if shape.fields == ("min", "max"):
+            ends = [sorted((Q(int(rng.integers(-3, 4))), Q(int(rng.integers(-3, 4))))) for _ in range(n)]
+            if rng.random() < 0.05:
+                ends[int(rng.integers(n))].reverse()
+            out += [tuple(e[0] for e in ends), tuple(e[1] for e in ends)]
+            continue
+        for field in shape.fields:
+            if field == "direction":
+                out.append(tuple(Q(int(rng.integers(-2, 3))) if rng.random() < 0.6 else Q(0) for _ in range(n)))
+            else:
+                out.append(tuple(_quarter(rng, 4) for _ in range(n)))
+    return out
+
+
 # ---------------------------------------------------------------- the corpus
 
 _CROSS = ("invalid", "cross", "cross_touch", "cross_miss", "parallel")
@@ -252,6 +312,9 @@ REACHABLE: dict[str, frozenset[str]] = {
     "segment2_aligned_box2": frozenset(_CLIP),
     "ray2_aligned_box2": frozenset(_CLIP),
     "line2_aligned_box2": frozenset(_CLIP) - {"miss_axis"},  # an axis-parallel line in the slab crosses the box
+    "triangle2_triangle2": frozenset({"invalid", "separated", "touch", "overlap"}),
+    "ray3_aligned_box3": frozenset({"invalid", "parallel_outside", "miss", "behind", "touch", "touch_origin", "enter",
+                                    "inside"}),
 }
 """Every branch of each reference that some input reaches; the hidden set must cover all of them."""
 
@@ -260,7 +323,8 @@ def _exact(values: Sequence[Sequence[Any]]) -> list[tuple[Fraction, ...]]:
 
 
 def _scenarios(primitive: Primitive) -> tuple[tuple[str, list[tuple[Fraction, ...]]], ...]:
-    table = SCENARIOS_BOX if primitive.is_box else SCENARIOS_2D[primitive.name]
+    table = SCENARIOS_BOX if primitive.is_box else (SCENARIOS_VEC if primitive.name in SCENARIOS_VEC
+                                                     else SCENARIOS_2D)[primitive.name]
     return tuple((name, _exact(values)) for name, values in table)
 
 
@@ -297,6 +361,8 @@ def _values(primitive: Primitive, case_input: Mapping[str, Any]) -> list[tuple[F
 
 
 def _transform(primitive: Primitive, values: list[Any], rng: np.random.Generator) -> list[Any]:
+    if primitive.name in SCENARIOS_VEC:
+        return _transform_vec(primitive, values, rng)
     return _transform_box(values, rng) if primitive.is_box else _transform_2d(primitive, values, rng)
 
 
@@ -355,12 +421,14 @@ def _draws(primitive: Primitive, visibility: str) -> Iterator[Case | None]:
         for index, (case_id, values) in enumerate(_near_miss_table(primitive.name)):
             rng = _rng(primitive, 6, index)
             yield _variant(primitive, case_id, values, rng, _pick(rng, NEAR_SCALE_EXPONENTS))
-    count = RANDOM_PUBLIC if visibility == "public" else RANDOM_HIDDEN["box" if primitive.is_box else "2d"]
+    count = RANDOM_PUBLIC if visibility == "public" else RANDOM_HIDDEN[primitive.family.name]
     for index in range(count):
         rng = _rng(primitive, 2 if visibility == "public" else 3, index)
         prefix = "sample" if visibility == "public" else "random"
         if primitive.is_box:
             yield make_case(primitive, f"{prefix}-{index:03d}", _random_box(rng))
+        elif primitive.name in SCENARIOS_VEC:
+            yield make_case(primitive, f"{prefix}-{index:03d}", _random_vec(primitive, rng))
         else:
             mode = "generic" if visibility == "public" else _pick(rng, RANDOM_MODES)
             yield make_case(primitive, f"{prefix}-{mode}-{index:03d}", _random_2d(primitive, rng, mode))
@@ -403,9 +471,11 @@ def train_cases(primitive_name: str, rng: np.random.Generator, public: Sequence[
             for move, moved in near_misses(primitive, values, Q(1, 2**k), lambda v: _branch(primitive, v)):
                 drawn.append(_variant(primitive, f"{name}-near{k}-{move}", moved, rng,
                                       _pick(rng, NEAR_SCALE_EXPONENTS)))
-    for index in range(RANDOM_HIDDEN["box" if primitive.is_box else "2d"]):
+    for index in range(RANDOM_HIDDEN[primitive.family.name]):
         if primitive.is_box:
             drawn.append(make_case(primitive, f"random-{index:03d}", _random_box(rng)))
+        elif primitive.name in SCENARIOS_VEC:
+            drawn.append(make_case(primitive, f"random-{index:03d}", _random_vec(primitive, rng)))
         else:
             mode = _pick(rng, RANDOM_MODES)
             drawn.append(make_case(primitive, f"random-{mode}-{index:03d}", _random_2d(primitive, rng, mode)))

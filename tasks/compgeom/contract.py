@@ -106,6 +106,50 @@ Kinds and list lengths are compared exactly; numbers with a relative tolerance o
 (absolute `1e-12` near zero). Do not print to standard output: the test harness owns it.
 """
 
+COMMON_TEST = """\
+## Conventions
+
+- Inputs are double precision (`double`, `f64`, `float`); a point is a `Vec2` with fields `x`
+  and `y`, and a `Triangle2` has the vertices `v0`, `v1`, `v2`.
+- `perp(a, b) = a.x*b.y - a.y*b.x`. There is no tolerance anywhere: every test input is a small
+  integer or a dyadic rational (`k/2^m`), so the products in the contract's formulas are exact
+  in double precision and each sign is decided exactly.
+
+## The result
+
+`kind` is one of `invalid`, `none`, `intersect` (the enumerator of that name in your language);
+a test query reports nothing else. Kinds are compared exactly. Do not print to standard
+output: the test harness owns it.
+"""
+
+COMMON_3D = """\
+## Conventions
+
+- Inputs and outputs are double precision (`double`, `f64`, `float`); a point or a vector is a
+  `Vec3` with fields `x`, `y` and `z`.
+- A ray is `origin + t*direction` for `t >= 0`; the direction need not be normalised: `t` is in
+  the ray's own parametrisation, whatever the length of the direction.
+- There is no tolerance anywhere: every test input is a small integer or a dyadic rational
+  (`k/2^m`), chosen so that double precision decides every comparison of the contract exactly.
+  A face, an edge or a corner that the input touches counts as part of the solid.
+
+## The result
+
+`kind` is one of `invalid`, `none`, `point`, `segment` (the enumerator of that name in your
+language). `points[i]` is the i-th reported point and `t[i]` its parameter on the first input.
+The two lists have the same length, fixed by the kind:
+
+| kind | entries | what they are |
+| --- | --- | --- |
+| `invalid`, `none` | 0 | nothing to report |
+| `point` | 1 | the one point of contact |
+| `segment` | 2 | the ends of the part inside the solid, in increasing order of `t` |
+
+Kinds and list lengths are compared exactly; numbers with a relative tolerance of `1e-9`
+(absolute `1e-12` near zero). Do not print to standard output: the test harness owns it.
+"""
+_COMMON_BY_FAMILY = {"test": COMMON_TEST, "3d": COMMON_3D}
+
 
 def reference_module(primitive: str):
     return importlib.import_module(f"gym_sysmath.tasks.compgeom.reference.{primitive}")
@@ -118,4 +162,5 @@ def contract_text(primitive: str) -> str:
     common = COMMON_BOX if primitive == "aligned_box_aligned_box" else COMMON_2D
     if BY_NAME[primitive].clips_box:
         common = COMMON_CLIP
+    common = _COMMON_BY_FAMILY.get(BY_NAME[primitive].family.name, common)
     return f"# Contract: `{primitive}`\n\n{doc}\n\n{common}"

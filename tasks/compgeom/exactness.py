@@ -12,7 +12,11 @@ double-precision value differs from the rational one), or returns None:
 
 A line, ray or segment against a 2D box (``_clip_inexact``): the differences to the box's
 corners, their products with the direction, and distinct slab parameters staying distinct once
-rounded. Box inputs are only compared, never multiplied, so every box case is exact. The builder also
+rounded. Box inputs are only compared, never multiplied, so every box case is exact. The test and 3D
+families (triangles, 3D rays and boxes) are checked on the good Python solution itself: it runs
+on ``Tracked`` numbers, which check that every sum, difference and product it forms from the
+inputs is exact (a quotient's rounding is allowed, and what is computed from one is not
+checked). The builder also
 runs the good Python solution on every case (``cases.exact_case``): exact products alone do not
 make a rounded division land on the right side of an end point.
 """
@@ -63,6 +67,67 @@ def _pair_product(name: str, a: Pair, b: Pair, sign: int) -> float:
     return total
 
 
+class _InexactArithmetic(BaseException):
+    """Raised through the solution under test: a BaseException, so its ``except Exception``
+    (and the in-process harness's) cannot swallow it."""
+
+
+def _exact_op(name: str, a: Any, b: Any, value: float, exact: Fraction) -> Tracked:
+    if Fraction(value) != exact:
+        raise _InexactArithmetic(f"{float(a)!r} {name} {float(b)!r}")
+    return Tracked(value)
+
+
+class Tracked(float):
+    """A float from the inputs whose sums, differences and products with other such numbers (or
+    constants) are checked exact; a quotient is a plain float, and so is what is computed from it."""
+
+    def __add__(self, other: Any) -> Any:
+        if type(other) not in (Tracked, int):
+            return float(self) + other
+        return _exact_op("+", self, other, float(self) + float(other), Fraction(self) + Fraction(other))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        if type(other) not in (Tracked, int):
+            return float(self) - other
+        return _exact_op("-", self, other, float(self) - float(other), Fraction(self) - Fraction(other))
+
+    def __rsub__(self, other: Any) -> Any:
+        if type(other) not in (Tracked, int):
+            return other - float(self)
+        return _exact_op("-", other, self, float(other) - float(self), Fraction(other) - Fraction(self))
+
+    def __mul__(self, other: Any) -> Any:
+        if type(other) not in (Tracked, int):
+            return float(self) * other
+        return _exact_op("*", self, other, float(self) * float(other), Fraction(self) * Fraction(other))
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> Tracked:
+        return Tracked(-float(self))
+
+    def __pos__(self) -> Tracked:
+        return self
+
+    def __abs__(self) -> Tracked:
+        return Tracked(abs(float(self)))
+
+
+def _tracked_inexact(primitive: str, case_input: Mapping[str, Any]) -> str | None:
+    from .cases import Case, _good_python  # cases imports this module
+    from .inprocess import record
+
+    case = Case("exactness", primitive, case_input, {}, "")
+    try:
+        record(_good_python(primitive), case, Tracked)
+    except _InexactArithmetic as error:
+        return f"the good solution's {error}"
+    return None
+
+
 def _clip_inexact(primitive: str, case_input: Mapping[str, Any]) -> str | None:
     """A line, ray or segment against a 2D box: the direction, ``box.min - origin`` and
     ``box.max - origin`` exact, their products with the direction's components exact (a solution
@@ -89,6 +154,8 @@ def inexact(primitive: str, case_input: Mapping[str, Any]) -> str | None:
     """The first contract quantity of this input that double precision does not hold exactly."""
     if BY_NAME[primitive].clips_box:
         return _clip_inexact(primitive, case_input)
+    if BY_NAME[primitive].family.name in ("test", "3d"):
+        return _tracked_inexact(primitive, case_input)
     if BY_NAME[primitive].is_box:
         return None
     (o0, f0, seg0), (o1, f1, seg1) = _fields(primitive, case_input)

@@ -90,6 +90,47 @@ _CLIP_BUGS: dict[str, tuple[Mutation, ...]] = {
 }
 """The bugs of the line, ray and segment / aligned box fixtures."""
 
+_SOLID_BUGS: dict[str, tuple[Mutation, ...]] = {
+    "triangle2_triangle2": (
+        Mutation("touching_separated", "treats triangles that only touch as separated (open triangles)", {
+            "cpp": (("if (s * perp(e, sub(p, a)) < 0) ++beyond;", "if (s * perp(e, sub(p, a)) <= 0) ++beyond;"),),
+            "rust": (("s * perp(e, sub(p, a)) < 0.0", "s * perp(e, sub(p, a)) <= 0.0"),),
+            "python": (("s * _perp(e, _sub(p, a)) < 0 for", "s * _perp(e, _sub(p, a)) <= 0 for"),),
+        }),
+        Mutation("counterclockwise_only", "Geometric Tools' assumption: the vertices are taken as counterclockwise", {
+            "cpp": (("const double s = area > 0 ? 1 : -1;", "const double s = 1 + 0 * area;"),),
+            "rust": (("let s = if area > 0.0 { 1.0 } else { -1.0 };", "let s = 1.0 + 0.0 * area;"),),
+            "python": (("s = 1 if area > 0 else -1", "s = 1 + 0 * area"),),
+        }),
+        Mutation("first_edges_only", "tests only the first triangle's edges as separating lines", {
+            "cpp": (("if (separated(triangle0, area0, triangle1) || separated(triangle1, area1, triangle0))",
+                     "if (separated(triangle0, area0, triangle1) || area1 == 0)"),),
+            "rust": (("if separated(triangle0, area0, triangle1) || separated(triangle1, area1, triangle0) {",
+                      "if separated(triangle0, area0, triangle1) || area1 == 0.0 {"),),
+            "python": (("if _separated(triangle0, area0, triangle1) or _separated(triangle1, area1, triangle0):",
+                        "if _separated(triangle0, area0, triangle1) or area1 == 0:"),),
+        }),
+    ),
+    "ray3_aligned_box3": (
+        Mutation("strict_touch", "treats a ray that only touches an edge or a corner as missing the box", {
+            "cpp": (("if (enter > leave || leave < 0)", "if (enter >= leave || leave < 0)"),),
+            "rust": (("if enter > leave || leave < 0.0 {", "if enter >= leave || leave < 0.0 {"),),
+            "python": (("if enter > leave or leave < 0:", "if enter >= leave or leave < 0:"),),
+        }),
+        Mutation("line_not_ray", "clips the whole line: a ray starting inside reports a negative entry parameter", {
+            "cpp": (("const double start = std::max(enter, 0.0);", "const double start = enter;"),),
+            "rust": (("let start = enter.max(0.0);", "let start = enter;"),),
+            "python": (("start = max(enter, 0.0)", "start = enter"),),
+        }),
+        Mutation("open_slab", "an axis-parallel ray on a face of the box misses it (strict slab test)", {
+            "cpp": (("if (oi < li || oi > hi_i)", "if (oi <= li || oi >= hi_i)"),),
+            "rust": (("if o[i] < lo[i] || o[i] > hi[i] {", "if o[i] <= lo[i] || o[i] >= hi[i] {"),),
+            "python": (("if o[i] < lo or o[i] > hi:", "if o[i] <= lo or o[i] >= hi:"),),
+        }),
+    ),
+}
+"""The bugs of the triangle and 3D ray / box fixtures."""
+
 _BUGS: dict[str, tuple[Mutation, ...]] = {
     "aligned_box_aligned_box": (
         Mutation("touching_separated", "treats touching boxes as separated (strict comparison)", {
@@ -181,6 +222,7 @@ _BUGS: dict[str, tuple[Mutation, ...]] = {
         _swapped("segment0.p0"),
     ),
     **_CLIP_BUGS,
+    **_SOLID_BUGS,
 }
 
 

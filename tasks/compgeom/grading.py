@@ -5,6 +5,8 @@ stay here. The harness prints one record per case and a trailer:
 
     R <index> <kind> <n> <t0 x n> <n> <t1 x n> <n> <x y x n>    2D primitives
     R <index> <kind> <n> <min x n> <n> <max x n>                aligned boxes
+    R <index> <kind>                                            test queries
+    R <index> <kind> <n> <t x n> <n> <x y z x n>                3D linear input / solid
     E <index>                                                   the candidate raised/panicked
     END <count>
 
@@ -108,8 +110,9 @@ def _lists(tokens: list[str], groups: Sequence[int]) -> list[list[float]]:
     return out
 
 
-def _parse(line: str, index: int, is_box: bool) -> tuple[str, list[list[float]]] | None:
-    """(kind, lists) for an R record, None for an E record; raises _Malformed otherwise."""
+def _parse(line: str, index: int, groups: Sequence[int]) -> tuple[str, list[list[float]]] | None:
+    """(kind, lists) for an R record, None for an E record; raises _Malformed otherwise.
+    ``groups``: the numbers per entry of each list the family's records carry."""
     tokens = line.split(" ")
     if len(tokens) < 2 or tokens[1] != str(index):
         raise _Malformed(f"line {index + 1} is not the record of case {index}: {line[:80]!r}")
@@ -118,7 +121,7 @@ def _parse(line: str, index: int, is_box: bool) -> tuple[str, list[list[float]]]
     if tokens[0] != "R" or len(tokens) < 3 or not _KIND.match(tokens[2]):
         raise _Malformed(f"line {index + 1} is not a record: {line[:80]!r}")
     try:
-        return tokens[2], _lists(tokens[3:], (1, 1) if is_box else (1, 1, 2))
+        return tokens[2], _lists(tokens[3:], groups)
     except _Malformed as error:
         raise _Malformed(f"record {index}: {error}: {line[:80]!r}") from None
 
@@ -149,13 +152,9 @@ def _check(case: Case, kind: str, lists: list[list[float]]) -> str | None:
     want: Mapping[str, Any] = case.expected
     if kind != want["kind"]:
         return f"kind: expected {want['kind']}, got {kind}"
-    if BY_NAME[case.primitive].is_box:
-        named = {"min": (lists[0], list(want["min"])), "max": (lists[1], list(want["max"]))}
-    else:
-        points = [x for p in want["points"] for x in p]
-        named = {"t0": (lists[0], list(want["t0"])), "t1": (lists[1], list(want["t1"])), "points": (lists[2], points)}
-    for name, (got, expected) in named.items():
-        width = 2 if name == "points" else 1
+    named = {name: (got, width, [x for entry in want[name] for x in (entry if width > 1 else [entry])])
+             for (name, width), got in zip(BY_NAME[case.primitive].family.lists, lists, strict=True)}
+    for name, (got, width, expected) in named.items():
         if len(got) != len(expected):
             return f"{name}: expected {len(expected) // width} entries, got {len(got) // width}"
         if not all(_close(g, e) for g, e in zip(got, expected, strict=True)):
@@ -163,12 +162,16 @@ def _check(case: Case, kind: str, lists: list[list[float]]) -> str | None:
     return None
 
 
+def _groups(case: Case) -> tuple[int, ...]:
+    return tuple(width for _, width in BY_NAME[case.primitive].family.lists)
+
+
 def compare(cases: Sequence[Case], stdout: str) -> CaseReport:
     """Grade a harness's stdout against ``cases`` (in the order they were given on stdin)."""
     total = len(cases)
     try:
         lines = _split(stdout, total)
-        parsed = [_parse(line, index, BY_NAME[case.primitive].is_box) for index, (line, case) in
+        parsed = [_parse(line, index, _groups(case)) for index, (line, case) in
                   enumerate(zip(lines, cases, strict=True))]
     except _Malformed as error:
         return CaseReport(0, total, (("<output>", str(error)),), False)

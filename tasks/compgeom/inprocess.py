@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
@@ -34,23 +34,27 @@ def load_source(source: str, label: str) -> ModuleType:
     return module
 
 
-def record(module: ModuleType, case: Case) -> tuple[str, list[list[float]]] | None:
-    """(kind, lists) as the harness would print them for ``case``, or None if it raised."""
+def record(module: ModuleType, case: Case, number: Callable[[Any], float] = float
+           ) -> tuple[str, list[list[float]]] | None:
+    """(kind, lists) as the harness would print them for ``case``, or None if it raised.
+    ``number`` makes each input number (``exactness.Tracked`` checks the arithmetic on them)."""
     primitive = BY_NAME[case.primitive]
     args: list[Any] = []
     for arg, shape in primitive.args:
         fields = case.input[arg]
         if primitive.is_box:
-            values = {f: [float(x) for x in fields[f]] for f in shape.fields}
+            values = {f: [number(x) for x in fields[f]] for f in shape.fields}
         else:
-            values = {f: module.Vec2(float(fields[f][0]), float(fields[f][1])) for f in shape.fields}
+            vector = getattr(module, f"Vec{shape.dim}")
+            values = {f: vector(*(number(x) for x in fields[f])) for f in shape.fields}
         args.append(getattr(module, shape.type_name)(**values))
     try:
         result = getattr(module, primitive.name)(*args)
         if primitive.is_box:
             return result.kind.value, [[float(x) for x in result.overlap.min], [float(x) for x in result.overlap.max]]
-        points = [float(c) for p in result.points for c in p]
-        return result.kind.value, [[float(t) for t in result.t0], [float(t) for t in result.t1], points]
+        lists = [[float(x) for entry in getattr(result, name) for x in (entry if width > 1 else [entry])]
+                 for name, width in primitive.family.lists]
+        return result.kind.value, lists
     except Exception:
         return None
 

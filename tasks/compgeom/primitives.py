@@ -1,8 +1,10 @@
 """What each primitive takes and returns, in the one table the generator, harnesses and grading share.
 
-A primitive has two inputs; each is a *shape* (line, ray, segment or box) with two fields. The
-case JSON, the stdin line, the harness's argument construction and the function signature all
-follow this table, so adding a primitive is adding a row (plus its reference and fixtures).
+A primitive has two inputs; each is a *shape* (line, ray, segment, triangle or box) with two or
+three fields, each a 2D or 3D vector (or, for the N-d box, a coordinate list), and a result
+*family* (``Family``: the kinds and the number lists of its records). The case JSON, the stdin
+line, the harness's argument construction and the function signature all follow this table, so
+adding a primitive is adding a row (plus its reference and fixtures).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Shape:
-    """An input type: its name in the APIs and its two fields (points or coordinate lists)."""
+    """An input type: its name in the APIs and its fields (vectors, or coordinate lists for the N-d box)."""
 
     type_name: str
-    fields: tuple[str, str]
+    fields: tuple[str, ...]
     doc: str
+    dim: int = 2  # each field is a Vec2 or a Vec3 (the N-d AlignedBox's fields are coordinate lists)
 
 
 LINE = Shape("Line2", ("origin", "direction"), "The line origin + t*direction, t real.")
@@ -24,6 +27,31 @@ RAY = Shape("Ray2", ("origin", "direction"), "The ray origin + t*direction, t >=
 SEGMENT = Shape("Segment2", ("p0", "p1"), "The segment p0 + t*(p1 - p0), 0 <= t <= 1.")
 BOX = Shape("AlignedBox", ("min", "max"), "The closed box min[i] <= x[i] <= max[i].")
 BOX2 = Shape("AlignedBox2", ("min", "max"), "The closed box min.x <= x <= max.x, min.y <= y <= max.y.")
+TRIANGLE2 = Shape("Triangle2", ("v0", "v1", "v2"), "The closed solid triangle v0, v1, v2, in either orientation.")
+SEGMENT3 = Shape("Segment3", ("p0", "p1"), "The segment p0 + t*(p1 - p0), 0 <= t <= 1.", 3)
+TRIANGLE3 = Shape("Triangle3", ("v0", "v1", "v2"), "The closed triangle with vertices v0, v1, v2.", 3)
+RAY3 = Shape("Ray3", ("origin", "direction"), "The ray origin + t*direction, t >= 0.", 3)
+BOX3 = Shape("AlignedBox3", ("min", "max"), "The closed box min.x <= x <= max.x, min.y <= y <= max.y, "
+             "min.z <= z <= max.z.", 3)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A result family: the kinds a result may have and the number lists its record carries, in
+    record order, each with its numbers per entry (a parameter 1, a 2D point 2, a 3D point 3)."""
+
+    name: str
+    kinds: tuple[str, ...]
+    lists: tuple[tuple[str, int], ...]
+
+
+FAMILY_2D = Family("2d", ("invalid", "none", "point", "segment", "ray", "line"),
+                   (("t0", 1), ("t1", 1), ("points", 2)))
+FAMILY_BOX = Family("box", ("invalid", "none", "box"), (("min", 1), ("max", 1)))
+FAMILY_TEST = Family("test", ("invalid", "none", "intersect"), ())
+"""A test query: whether the inputs intersect, nothing else."""
+FAMILY_3D = Family("3d", ("invalid", "none", "point", "segment"), (("t", 1), ("points", 3)))
+"""A 3D linear input against a solid: the intersection's parameters on the linear input and its points."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +61,7 @@ class Primitive:
     name: str
     title: str
     args: tuple[tuple[str, Shape], tuple[str, Shape]]
+    result: Family | None = None  # None: the 2D or N-d box family, as the inputs say
 
     @property
     def is_box(self) -> bool:
@@ -44,10 +73,12 @@ class Primitive:
         return self.args[1][1] is BOX2
 
     @property
+    def family(self) -> Family:
+        return self.result or (FAMILY_BOX if self.is_box else FAMILY_2D)
+
+    @property
     def kinds(self) -> tuple[str, ...]:
-        if self.is_box:
-            return ("invalid", "none", "box")
-        return ("invalid", "none", "point", "segment", "ray", "line")
+        return self.family.kinds
 
 
 PRIMITIVE_TABLE: tuple[Primitive, ...] = (
@@ -64,6 +95,10 @@ PRIMITIVE_TABLE: tuple[Primitive, ...] = (
               (("segment", SEGMENT), ("aligned_box", BOX2))),
     Primitive("ray2_aligned_box2", "Ray / aligned box intersection in 2D", (("ray", RAY), ("aligned_box", BOX2))),
     Primitive("line2_aligned_box2", "Line / aligned box intersection in 2D", (("line", LINE), ("aligned_box", BOX2))),
+    Primitive("triangle2_triangle2", "Triangle / triangle test-intersection in 2D",
+              (("triangle0", TRIANGLE2), ("triangle1", TRIANGLE2)), FAMILY_TEST),
+    Primitive("ray3_aligned_box3", "Ray / aligned box intersection in 3D", (("ray", RAY3), ("aligned_box", BOX3)),
+              FAMILY_3D),
 )
 BY_NAME: dict[str, Primitive] = {p.name: p for p in PRIMITIVE_TABLE}
 PRIMITIVES: tuple[str, ...] = tuple(p.name for p in PRIMITIVE_TABLE)

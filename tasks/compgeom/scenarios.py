@@ -224,7 +224,65 @@ SCENARIOS_BOX: tuple[ScenarioBox, ...] = (
     ("invalid-and-separated-2d", ((0, 0), (1, 1), (5, 5), (4, 6))),
 )
 
+ScenarioVec = tuple[str, tuple[tuple[Num, ...], ...]]
+SCENARIOS_VEC: dict[str, tuple[ScenarioVec, ...]] = {
+    # the two triangles' vertices: triangle0.v0, v1, v2, triangle1.v0, v1, v2
+    "triangle2_triangle2": (
+        ("overlap-crossing", ((0, 0), (4, 0), (0, 4), (1, 1), (5, 1), (1, 5))),
+        ("overlap-clockwise", ((0, 0), (0, 4), (4, 0), (1, 5), (1, 1), (5, 1))),
+        ("overlap-contained", ((0, 0), (8, 0), (0, 8), (1, 1), (2, 1), (1, 2))),
+        ("overlap-containing", ((1, 1), (1, 2), (2, 1), (0, 0), (8, 0), (0, 8))),
+        ("overlap-identical-reversed", ((0, 0), (3, 1), (1, 3), (1, 3), (3, 1), (0, 0))),
+        ("overlap-hexagram", ((0, 0), (6, 0), (3, 6), (0, 4), (3, -2), (6, 4))),
+        ("overlap-unnormalised", (("1/2", "1/4"), ("7/4", "-1/2"), ("3/4", "5/2"), (1, 1), ("9/4", 2), (-1, "3/2"))),
+        ("touch-vertex-vertex", ((0, 0), (2, 0), (0, 2), (2, 0), (4, 0), (3, 2))),
+        ("touch-shared-edge", ((0, 0), (2, 0), (0, 2), (2, 0), (2, 2), (0, 2))),
+        ("touch-vertex-on-edge", ((0, 0), (4, 0), (0, 4), (2, 2), (4, 4), (5, 2))),
+        ("touch-edge-on-vertex", ((2, 2), (4, 4), (5, 2), (0, 4), (0, 0), (4, 0))),
+        ("touch-partial-edge", ((0, 0), (4, 0), (2, 3), (1, 0), (2, -2), (3, 0))),
+        ("separated-by-first-edge", ((0, 0), (4, 0), (0, 4), (3, 3), (6, 3), (3, 6))),
+        ("separated-by-second-edge", ((0, 0), (2, 0), (1, 2), (-2, 3), (4, 3), (1, 6))),
+        ("separated-just", ((0, 0), (4, 0), (0, 4), (2, "17/8"), (5, 3), (3, 5))),
+        ("separated-clockwise", ((0, 0), (0, 1), (1, 0), (3, 3), (3, 2), (2, 3))),
+        ("invalid-first-collinear", ((0, 0), (1, 1), (2, 2), (0, 0), (1, 0), (0, 1))),
+        ("invalid-second-repeated", ((0, 0), (1, 0), (0, 1), (1, 1), (3, 0), (1, 1))),
+        ("invalid-second-collinear-far", ((0, 0), (1, 0), (0, 1), (5, 5), (6, 7), (7, 9))),
+    ),
+    # ray.origin, ray.direction, box.min, box.max
+    "ray3_aligned_box3": (
+        ("enter-face", ((-2, 1, 1), (1, 0, 0), (0, 0, 0), (2, 2, 2))),
+        ("enter-oblique", ((-1, -1, 0), (2, 1, "1/2"), (0, 0, 0), (4, 2, 2))),
+        ("enter-unnormalised", (("-1/2", "1/4", "3/4"), ("1/4", "1/8", 0), (0, 0, 0), ("3/2", 1, 1))),
+        ("enter-through-edge", ((-1, -1, 1), (1, 1, 0), (0, 0, 0), (2, 2, 2))),
+        ("enter-through-corner", ((-1, -1, -1), (1, 1, 1), (0, 0, 0), (2, 2, 2))),
+        ("enter-along-face", ((-1, 2, 1), (1, 0, 0), (0, 0, 0), (2, 2, 2))),
+        ("enter-along-edge", ((-1, 2, 2), (1, 0, 0), (0, 0, 0), (2, 2, 2))),
+        ("inside", ((1, 1, 1), (1, 2, 3), (0, 0, 0), (2, 2, 2))),
+        ("inside-on-face", ((0, 1, 1), (1, 0, 0), (0, 0, 0), (2, 2, 2))),
+        ("inside-along-face", ((1, 2, 1), (-1, 0, 0), (0, 0, 0), (2, 2, 2))),
+        ("touch-edge", ((-1, 1, 1), (1, 1, 0), (0, 0, 0), (2, 2, 2))),
+        ("touch-corner", ((-1, 1, 1), (1, 1, 1), (0, 0, 0), (2, 2, 2))),
+        ("touch-origin-leaving", ((2, 1, 1), (1, 0, 0), (0, 0, 0), (2, 2, 2))),
+        ("touch-origin-corner", ((2, 2, 2), (1, -1, 1), (0, 0, 0), (2, 2, 2))),
+        ("touch-flat-box", ((-1, 1, 1), (1, 0, 0), (1, 0, 0), (1, 2, 2))),
+        ("point-box", ((0, 0, 0), (1, 1, 1), (1, 1, 1), (1, 1, 1))),
+        ("enter-flat-box", ((1, -1, 1), (0, 1, 0), (1, 0, 0), (1, 2, 2))),
+        ("miss", ((-1, 3, 1), (1, "1/2", "1/4"), (0, 0, 0), (2, 2, 2))),
+        ("miss-oblique", ((-2, 0, 1), (1, 2, 0), (0, 0, 0), (2, 2, 2))),
+        ("miss-just-past-edge", ((-1, "9/8", 1), (1, 1, 0), (0, 0, 0), (2, 2, 2))),
+        ("behind", ((3, 1, 1), (1, 0, 0), (0, 0, 0), (2, 2, 2))),
+        ("behind-oblique", ((3, 3, 3), (1, 1, "1/2"), (0, 0, 0), (2, 2, 2))),
+        ("parallel-outside", ((-1, 3, 1), (1, 0, 0), (0, 0, 0), (4, 2, 2))),
+        ("invalid-ray", ((0, 0, 0), (0, 0, 0), (0, 0, 0), (1, 1, 1))),
+        ("invalid-box", ((-1, 0, 0), (1, 0, 0), (0, 0, 0), (1, -1, 1))),
+    ),
+}
+
 PUBLIC: dict[str, tuple[str, ...]] = {
+    "triangle2_triangle2": ("overlap-crossing", "overlap-contained", "touch-vertex-vertex", "touch-shared-edge",
+                            "separated-by-first-edge", "separated-clockwise", "invalid-first-collinear"),
+    "ray3_aligned_box3": ("enter-face", "enter-oblique", "inside", "touch-edge", "touch-origin-leaving", "miss",
+                          "behind", "parallel-outside", "invalid-box"),
     "aligned_box_aligned_box": (
         "overlap-2d", "contained-3d", "touch-face-2d", "touch-corner-3d", "separated-one-axis-3d",
         "interval-touch-1d", "flat-inside-3d", "invalid-first-3d",

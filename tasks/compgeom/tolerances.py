@@ -175,10 +175,117 @@ _CLIP_TOLERANCES = {  # a line, ray or segment against a 2D box (the good fixtur
     }),
 }
 
+_SIDE_REL = {"cpp": "std::sqrt(dot(e, e) * dot(sub(p, a), sub(p, a)))",
+             "rust": "(dot(e, e) * dot(sub(p, a), sub(p, a))).sqrt()"}
+_AREA_REL = {"cpp": "std::sqrt(dot(sub(t.v1, t.v0), sub(t.v1, t.v0)) * dot(sub(t.v2, t.v0), sub(t.v2, t.v0)))",
+             "rust": "(dot(sub(t.v1, t.v0), sub(t.v1, t.v0)) * dot(sub(t.v2, t.v0), sub(t.v2, t.v0))).sqrt()",
+             "python": "(_dot(_sub(t.v1, t.v0), _sub(t.v1, t.v0)) * _dot(_sub(t.v2, t.v0), _sub(t.v2, t.v0))) ** 0.5"}
+_AREA = {"cpp": "perp(sub(t.v1, t.v0), sub(t.v2, t.v0))", "rust": "perp(sub(t.v1, t.v0), sub(t.v2, t.v0))",
+         "python": "_perp(_sub(t.v1, t.v0), _sub(t.v2, t.v0))"}
+
+
+def _flat_area(form: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """The area function returns 0 for a triangle of area at most eps (absolute, or relative to
+    the product of two edge lengths): it is then invalid."""
+    def limit(lang: str) -> str:
+        return EPS if form == "abs" else f"{EPS} * {_AREA_REL[lang]}"
+    return {
+        "cpp": ((f"inline double area(const Triangle2& t) {{ return {_AREA['cpp']}; }}",
+                 f"inline double area(const Triangle2& t) {{\n    const double a = {_AREA['cpp']};\n"
+                 f"    return std::abs(a) <= {limit('cpp')} ? 0 : a;\n}}"), CMATH),
+        "rust": ((f"fn area(t: &Triangle2) -> f64 {{\n    {_AREA['rust']}\n}}",
+                  f"fn area(t: &Triangle2) -> f64 {{\n    let a = {_AREA['rust']};\n"
+                  f"    if a.abs() <= {limit('rust')} {{ 0.0 }} else {{ a }}\n}}"),),
+        "python": ((f"def _area(t: Triangle2) -> float:\n    return {_AREA['python']}",
+                    f"def _area(t: Triangle2) -> float:\n    a = {_AREA['python']}\n"
+                    + (f"    size = {_AREA_REL['python']}\n    return 0.0 if abs(a) <= {EPS} * size else a"
+                       if form == "rel" else f"    return 0.0 if abs(a) <= {EPS} else a")),),
+    }
+
+
+_LIMIT_PY = ("def _separated(",
+             f"def _limit(e: Vec2, d: Vec2) -> float:\n    return {EPS} * (_dot(e, e) * _dot(d, d)) ** 0.5\n\n\n"
+             "def _separated(")
+
+
+def _beyond(form: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """A vertex counts as beyond an edge's line only when more than eps beyond it."""
+    def limit(lang: str) -> str:
+        return f"-{EPS}" if form == "abs" else f"-{EPS} * {_SIDE_REL[lang]}"
+    python = "-_limit(e, _sub(p, a))" if form == "rel" else f"-{EPS}"
+    return {
+        "cpp": (("if (s * perp(e, sub(p, a)) < 0) ++beyond;",
+                 f"if (s * perp(e, sub(p, a)) < {limit('cpp')}) ++beyond;"), CMATH),
+        "rust": (("s * perp(e, sub(p, a)) < 0.0", f"s * perp(e, sub(p, a)) < {limit('rust')}"),),
+        "python": (("s * _perp(e, _sub(p, a)) < 0 for", f"s * _perp(e, _sub(p, a)) < {python} for"),
+                   *((_LIMIT_PY,) if form == "rel" else ())),
+    }
+
+
+_D_NORM = {"cpp": "std::sqrt(d.x * d.x + d.y * d.y + d.z * d.z)",
+           "rust": "(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt()",
+           "python": "(d.x * d.x + d.y * d.y + d.z * d.z) ** 0.5"}
+_OWN_TOLERANCES: dict[str, tuple[tuple[str, str, dict[str, tuple[tuple[str, str], ...]]], ...]] = {
+    "triangle2_triangle2": (
+        ("tol_degenerate_abs", f"a triangle of area at most {EPS} (absolute) counts as degenerate", _flat_area("abs")),
+        ("tol_degenerate_rel", f"a triangle of area at most {EPS} of its edges' product counts as degenerate",
+         _flat_area("rel")),
+        ("tol_touch_abs", f"a vertex less than {EPS} (absolute) beyond an edge's line counts as touching it",
+         _beyond("abs")),
+        ("tol_touch_rel", f"a vertex less than {EPS} (relative to the lengths) beyond an edge's line touches it",
+         _beyond("rel")),
+    ),
+    "ray3_aligned_box3": (
+        ("tol_parallel_abs", f"a direction component of at most {EPS} (absolute) counts as parallel to the axis", {
+            "cpp": (("if (di == 0) {", f"if (std::abs(di) <= {EPS}) {{"), CMATH),
+            "rust": (("if d[i] == 0.0 {", f"if d[i].abs() <= {EPS} {{"),),
+            "python": (("if d[i] == 0:", f"if abs(d[i]) <= {EPS}:"),),
+        }),
+        ("tol_parallel_rel", f"a direction component of at most {EPS} of the direction's length counts as parallel", {
+            "cpp": (("if (di == 0) {", f"if (std::abs(di) <= {EPS} * {_D_NORM['cpp']}) {{"), CMATH),
+            "rust": (("if d[i] == 0.0 {", f"if d[i].abs() <= {EPS} * {_D_NORM['rust']} {{"),),
+            "python": (("if d[i] == 0:", f"if abs(d[i]) <= {EPS} * {_D_NORM['python']}:"),),
+        }),
+        ("tol_touch_abs", f"an axis-parallel ray less than {EPS} (absolute) outside the box's slab counts as inside", {
+            "cpp": (("if (oi < li || oi > hi_i)", f"if (li - oi > {EPS} || oi - hi_i > {EPS})"),),
+            "rust": (("if o[i] < lo[i] || o[i] > hi[i] {", f"if lo[i] - o[i] > {EPS} || o[i] - hi[i] > {EPS} {{"),),
+            "python": (("if o[i] < lo or o[i] > hi:", f"if lo - o[i] > {EPS} or o[i] - hi > {EPS}:"),),
+        }),
+        ("tol_touch_rel", f"an axis-parallel ray less than {EPS} of the coordinates outside the box's slab counts as "
+         "inside", {
+            "cpp": (("if (oi < li || oi > hi_i)", f"if (li - oi > {EPS} * std::max(std::abs(li), std::abs(oi))\n"
+                     f"                || oi - hi_i > {EPS} * std::max(std::abs(oi), std::abs(hi_i)))"), CMATH),
+            "rust": (("if o[i] < lo[i] || o[i] > hi[i] {",
+                      f"if lo[i] - o[i] > {EPS} * lo[i].abs().max(o[i].abs())\n"
+                      f"                || o[i] - hi[i] > {EPS} * o[i].abs().max(hi[i].abs()) {{"),),
+            "python": (("if o[i] < lo or o[i] > hi:",
+                        f"if (lo - o[i] > {EPS} * max(abs(lo), abs(o[i]))\n"
+                        f"                    or o[i] - hi > {EPS} * max(abs(o[i]), abs(hi))):"),),
+        }),
+        ("tol_interval", f"entering less than {EPS} (in parameter) after leaving, or leaving less than {EPS} "
+         "before 0, meets the box", {
+            "cpp": (("if (enter > leave || leave < 0)", f"if (enter > leave + {EPS} || leave < -{EPS})"),),
+            "rust": (("if enter > leave || leave < 0.0 {", f"if enter > leave + {EPS} || leave < -{EPS} {{"),),
+            "python": (("if enter > leave or leave < 0:", f"if enter > leave + {EPS} or leave < -{EPS}:"),),
+        }),
+        ("tol_interval_point", f"a part inside the box shorter than {EPS} (in parameter) counts as one point", {
+            "cpp": (("start == leave ? Kind::Point", f"leave - start <= {EPS} ? Kind::Point"),
+                    ("start == leave ? std::vector", f"leave - start <= {EPS} ? std::vector")),
+            "rust": (("if start == leave { vec!", f"if leave - start <= {EPS} {{ vec!"),
+                     ("if start == leave { Kind::Point", f"if leave - start <= {EPS} {{ Kind::Point")),
+            "python": (("[start] if start == leave", f"[start] if leave - start <= {EPS}"),
+                       ("Kind.POINT if start == leave", f"Kind.POINT if leave - start <= {EPS}")),
+        }),
+    ),
+}
+"""The triangle and 3D ray / box candidates: (name, bug, edits), one per exact test of the good fixtures."""
+
 _FORM = {"abs": "absolute", "rel": "relative to the inputs' size"}
 
 
 def _tolerances(primitive: str) -> tuple[Mutation, ...]:
+    if primitive in _OWN_TOLERANCES:
+        return tuple(Mutation(name, bug, edits) for name, bug, edits in _OWN_TOLERANCES[primitive])
     if BY_NAME[primitive].clips_box:
         return tuple(Mutation(name, bug.format(eps=EPS), edits) for name, (bug, edits) in _CLIP_TOLERANCES.items())
     if BY_NAME[primitive].is_box:

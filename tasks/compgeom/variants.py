@@ -45,6 +45,9 @@ def _plus(v: tuple[Fraction, ...], delta: Fraction, unit: Sequence[int]) -> tupl
 
 def moves(primitive: Primitive, values: Values, delta: Fraction) -> Iterator[tuple[str, Values]]:
     """(move name, moved values) for every elementary move of size ``delta``, in a fixed order."""
+    if primitive.family.name in ("test", "3d"):
+        yield from _field_moves(primitive, values, delta)
+        return
     if primitive.is_box:
         n = len(values[0])
         for box in (0, 1):
@@ -91,6 +94,27 @@ def moves(primitive: Primitive, values: Values, delta: Fraction) -> Iterator[tup
                 out = list(values)
                 out[2 * index: 2 * index + 2] = list(new)
                 yield f"{how}{tag}", out
+
+
+def _field_moves(primitive: Primitive, values: Values, delta: Fraction) -> Iterator[tuple[str, Values]]:
+    """Triangles, 3D rays and boxes: one field (a vertex, an origin, a direction, one box corner)
+    or the whole input (every field but a direction) moved along an axis."""
+    start = 0
+    for index, (_, shape) in enumerate(primitive.args):
+        own = range(start, start + len(shape.fields))
+        start += len(shape.fields)
+        whole = [k for k, field in zip(own, shape.fields, strict=True) if field != "direction"]
+        groups = [(f"{field}{index}", [k]) for k, field in zip(own, shape.fields, strict=True)]
+        groups += [(f"input{index}", whole)] if len(whole) > 1 else []
+        for axis in range(shape.dim):
+            for sign in (1, -1):
+                unit = [0] * shape.dim
+                unit[axis] = sign
+                for name, chosen in groups:
+                    out = list(values)
+                    for k in chosen:
+                        out[k] = _plus(values[k], delta, unit)
+                    yield f"{name}-{'xyz'[axis]}{'+' if sign > 0 else '-'}", out
 
 
 def near_misses(primitive: Primitive, values: Values, delta: Fraction,
