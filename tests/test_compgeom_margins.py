@@ -19,8 +19,10 @@ from gym_sysmath.tasks.compgeom.reference import solve
 from gym_sysmath.tasks.compgeom.tolerances import EPS, SIZES, TOLERANCES, uncaught
 from gym_sysmath.tasks.compgeom.variants import DELTA_EXPONENTS, SCALE_EXPONENTS, near_misses, scaled
 
-PRIMITIVES_2D = tuple(p for p in PRIMITIVES if not BY_NAME[p].is_box)
-TOLERANCE_KINDS = {"aligned_box_aligned_box": {"touch"}, "line2_line2": {"parallel", "collinear"}}
+PRIMITIVES_2D = tuple(p for p in PRIMITIVES if not BY_NAME[p].is_box and not BY_NAME[p].clips_box)
+TOLERANCE_KINDS = {"aligned_box_aligned_box": {"touch"}, "line2_line2": {"parallel", "collinear"},
+                   **dict.fromkeys(("segment2_aligned_box2", "ray2_aligned_box2", "line2_aligned_box2"),
+                                   {"parallel", "touch", "interval"})}
 
 
 def hidden(primitive: str) -> tuple[Case, ...]:

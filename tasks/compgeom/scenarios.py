@@ -139,7 +139,7 @@ SCENARIOS_2D: dict[str, tuple[Scenario2D, ...]] = {
         ("cross-axis", ((-1, 1), (5, 1), (0, 0), (4, 2))),
         ("along-edge", ((1, 2), (6, 2), (0, 0), (4, 2))),
         ("touch-corner", ((3, 3), (5, 1), (0, 0), (4, 2))),
-        ("touch-corner-nearly-axis", ((0, 2), (4, "33554433/16777216"), (0, 0), (4, 2))),
+        ("touch-corner-at-p0", ((0, 2), (4, 3), (0, 0), (4, 2))),
         ("touch-end-on-edge", ((5, 3), (4, 1), (0, 0), (4, 2))),
         ("touch-end-on-edge-axis", ((2, 3), (2, 2), (0, 0), (4, 2))),
         ("touch-end-at-corner-axis", ((4, 2), (6, 2), (0, 0), (4, 2))),

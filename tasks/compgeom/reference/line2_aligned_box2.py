@@ -28,7 +28,8 @@ Differences from Geometric Tools, on purpose:
   The line through (-1, 1/2) along (1, 0) and the box from (0, 0) to (1, 1) give no
   intersection there, where this contract has a `segment` with `t0 = [1, 2]`; through
   (1/2, 1/2) along (1, 0) one point, the origin, where this contract has `t0 = [-1/2, 1/2]`.
-  With `double` the query agrees with this contract.
+  With `double` it finds the same kind and parameters as this contract on every test case of
+  this task.
 - A zero direction is `invalid`. Geometric Tools clips a zero direction as parallel to both
   axes, so an origin in the box gives two intersections with parameters `-max()` and
   `max()`, both at the origin: origin (1/2, 1/2), direction (0, 0) and the box from (0, 0) to

@@ -42,7 +42,7 @@ Differences from Geometric Tools, on purpose:
   parameter is `(0/0 + 1)/2`, NaN with `double`: p0 (1/2, 1/2), p1 (1/2, 1/2) and the box
   from (0, 0) to (1, 1).
 - A box with `min > max` on an axis is `invalid`; Geometric Tools does not check and, clipping
-  against a negative half width, finds no intersection: p0 (0, 0), p1 (2, 2) and the box from
+  against a negative half width, finds no intersection: p0 (0, 1), p1 (2, 1) and the box from
   (1, 0) to (0, 2).
 - No output slot is left at a default: Geometric Tools' result always holds two parameters
   and two points (for one intersection the second parameter repeats the first).
