@@ -8,7 +8,7 @@ CLI := $(VENV)/bin/gym-sysmath
 
 REAL_MODEL := $(VENV)/share/gym-sysmath/smollm2/.installed
 
-.PHONY: setup docker browser image test run bench lint typecheck real-model test-real-model
+.PHONY: setup frameworks docker browser image test run bench lint typecheck real-model test-real-model
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,6 +18,15 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
+
+# the frameworks extra, then verl and OpenRLHF without their pins (vLLM, DeepSpeed, flash-attn, an
+# older transformers): their reward managers and agent executors run on CPU with what the extra has
+$(VENV)/.installed-frameworks: $(VENV)/.installed setup.cfg .ci/constraints.txt
+	$(PY) -m pip install -q -c .ci/constraints.txt -e '.[dev,train,notebook,frameworks]'
+	$(PY) -m pip install -q --no-deps verl==0.9.1 openrlhf==0.11.2
+	touch $@
+
+frameworks: $(VENV)/.installed-frameworks
 
 # trl, transformers serve and gguf, constrained so that torch stays the CPU build above
 $(VENV)/.installed-real-model: $(VENV)/.installed setup.cfg .ci/constraints.txt
@@ -41,7 +50,7 @@ browser:
 image: setup docker
 	$(CLI) sandbox build --bootstrap
 
-test: image browser
+test: image browser frameworks
 	$(PY) -m pytest -q
 
 run: image
