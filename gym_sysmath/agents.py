@@ -10,8 +10,9 @@ Built-in agents, by their ``--agent`` spec:
 - ``random``: seeded random text from the action space; the noise floor.
 - ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint over plain HTTP; the
   prompt and every later observation are user messages, its replies the assistant's. Each
-  turn's reply record (response id and model, ``finish_reason``, token ``usage``, latency,
-  attempts) is logged beside the action.
+  turn's reply record (the sampling fields sent, response id and model, ``finish_reason``,
+  token ``usage``, latency, the wait for a request slot, attempts and each retry) is logged
+  beside the action. An over-long conversation ends the episode (``ContextOverflow``).
 - ``python:MODULE:FUNCTION``: your callable ``(observation, history, info) -> str``, where
   ``history`` is the chat so far before ``observation`` (``{"role", "content"}`` dicts:
   ``user`` for what the env said, ``assistant`` for your earlier actions) and ``info`` the
@@ -266,6 +267,8 @@ class OpenAIAgent(Agent):
     retry_max_wait_s: float = 60.0
     max_concurrent_requests: int = 1
     requests_per_minute: float | None = None
+    #: ``n`` on a first turn: rollouts ``k*n .. k*n+n-1`` of a task share one request, one choice each.
+    choices_per_request: int | None = None
     #: The server's ``/models`` entry for this model (set by ``check``); part of the fingerprint.
     served_model: Mapping[str, Any] | None = field(default=None, compare=False)
 
@@ -288,11 +291,11 @@ class OpenAIAgent(Agent):
                 "temperature": self.temperature, "max_tokens": self.max_tokens, "top_p": self.top_p,
                 "stop": None if self.stop is None else list(self.stop), "send_seed": self.send_seed,
                 "extra_body": None if self.extra_body is None else dict(self.extra_body),
-                "system_prompt": self.system_prompt,
+                "system_prompt": self.system_prompt, "choices_per_request": self.choices_per_request,
                 "served_model": None if self.served_model is None else dict(self.served_model)}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {key: value for key, value in self.__dict__.items() if key != "_limiter"}
+        return {key: value for key, value in self.__dict__.items() if key not in ("_limiter", "_shared")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -315,6 +318,8 @@ class OpenAIAgent(Agent):
             raise AgentError("--retries, --retry-backoff and --retry-max-wait must be >= 0, the timeouts > 0")
         if self.max_concurrent_requests < 1 or (self.requests_per_minute is not None and self.requests_per_minute <= 0):
             raise AgentError("--model-concurrency must be at least 1 and --rpm above 0")
+        if self.choices_per_request is not None and self.choices_per_request < 1:
+            raise AgentError("--choices-per-request must be at least 1")
         variable = self.api_key_variable
         if self.base_url.rstrip("/") == OPENAI_DEFAULT_URL and not os.environ.get(variable or ""):
             raise AgentError(f"set {variable} (or choose another variable with --api-key-env)")
@@ -384,19 +389,70 @@ class OpenAIAgent(Agent):
         response's id and model, ``finish_reason``, ``usage``, ``latency_s`` (the answering
         attempt), ``wait_s`` (for a request slot), ``attempts`` and each retry's error and wait."""
         body = self.request_body(turn)
+        shared = self._shared_choice(turn, body) if turn.index == 0 and (self.choices_per_request or 1) > 1 else None
+        if shared is not None:
+            return shared
         with self.limiter.slot() as waited:
             reply, latency, retries = self._post(body)
+        return self._reply(reply, 0, latency, waited, retries, self.sampling(turn))
+
+    def _reply(self, reply: Mapping[str, Any], index: int, latency: float, waited: float,
+               retries: list[dict[str, Any]], sampling: Mapping[str, Any]) -> Reply:
         try:
-            choice = reply["choices"][0]
+            choice = next(c for c in reply["choices"] if c.get("index", 0) == index) if index else reply["choices"][0]
             content = choice["message"].get("content")
-        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        except (KeyError, IndexError, TypeError, AttributeError, StopIteration) as exc:
             raise AgentError(f"unexpected chat-completions reply: {json.dumps(reply)[:300]}") from exc
         record = {"id": reply.get("id"), "model": reply.get("model"), "finish_reason": choice.get("finish_reason"),
                   "usage": reply.get("usage"), "latency_s": round(latency, 6), "wait_s": round(waited, 6),
-                  "attempts": len(retries) + 1, "retries": retries, "request": self.sampling(turn)}
+                  "attempts": len(retries) + 1, "retries": retries, "request": dict(sampling)}
         if reply.get("system_fingerprint"):
             record["system_fingerprint"] = reply["system_fingerprint"]
         return Reply(content or "", record)
+
+    def _shared_choice(self, turn: Turn, body: dict[str, Any]) -> Reply | None:
+        """A first turn's reply from the request its block of rollouts shares (``n`` =
+        ``choices_per_request``), made by whichever rollout of the block asks first; rollout
+        ``r`` takes choice ``r % n``. The request's ``usage`` is recorded on choice 0's turn
+        alone (the others: ``usage`` None, ``shared_usage`` True), so totals count it once.
+        None (ask alone) when that request failed or the server returned fewer choices (one
+        that ignores ``n``)."""
+        count = self.choices_per_request or 1
+        index = turn.rollout % count
+        key = (turn.env_id, turn.task_id, turn.rollout // count,
+               hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest())
+        with _LIMITERS_LOCK:
+            table = self.__dict__.setdefault("_shared", {})
+            entry = table.get(key)
+            owner = entry is None
+            if owner:
+                entry = table[key] = {"ready": threading.Event(), "taken": 0}
+        if owner:
+            try:
+                with self.limiter.slot() as waited:
+                    entry["answer"] = (*self._post({**body, "n": count}), waited)
+            except AgentError:  # each rollout then asks alone, and meets the error itself
+                pass
+            finally:
+                entry.setdefault("answer", None)
+                entry["ready"].set()
+        entry["ready"].wait()
+        with _LIMITERS_LOCK:
+            entry["taken"] += 1
+            if entry["taken"] >= count:
+                table.pop(key, None)
+        if entry["answer"] is None:
+            return None
+        reply, latency, retries, waited = entry["answer"]
+        if not isinstance(reply.get("choices"), list) or not any(
+                isinstance(c, dict) and c.get("index", 0) == index for c in reply["choices"]):
+            return None
+        sampling = {**self.sampling(turn), "n": count}
+        answer = self._reply(reply, index, latency, waited if owner else 0.0, retries if owner else [], sampling)
+        answer.record["choice"] = index  # type: ignore[index]
+        if index:
+            answer.record.update(usage=None, shared_usage=True)  # type: ignore[union-attr]
+        return answer
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}

@@ -226,7 +226,8 @@ def _eval(args: argparse.Namespace) -> int:
                   "retries": args.retries, "retry_backoff_s": args.retry_backoff, "top_p": args.top_p,
                   "stop": tuple(args.stop) if args.stop else None, "send_seed": not args.no_request_seed,
                   "extra_body": _extra_body(args.extra_body), "retry_max_wait_s": args.retry_max_wait,
-                  "max_concurrent_requests": args.model_concurrency, "requests_per_minute": args.rpm}
+                  "max_concurrent_requests": args.model_concurrency, "requests_per_minute": args.rpm,
+                  "choices_per_request": args.choices_per_request}
         specs = args.agent or [("reference", None)]
         if any(kind == "openai" for kind, _ in specs):
             _warn_about_the_key(args)
@@ -407,6 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--model-concurrency", type=int, default=1,
                       help="requests in flight at once (default 1: one local server slot); -c defaults to it")
     chat.add_argument("--rpm", type=float, help="at most this many requests started per minute")
+    chat.add_argument("--choices-per-request", type=int, metavar="K",
+                      help="the request's n: K rollouts of a task share their first turn's request (-r K; "
+                           "a server that ignores n is asked once per rollout)")
     chat.add_argument("--request-timeout", type=float, default=600.0,
                       help="seconds to wait for each attempt's reply (default 600); a retry is logged in the turn")
     chat.add_argument("--connect-timeout", type=float, default=10.0,

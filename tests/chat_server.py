@@ -29,6 +29,7 @@ class Behaviour:
     body: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     finish_reason: str = "stop"
+    choices: tuple[str, ...] = ()  #: the texts of a request with ``n`` (default: ``text`` each time)
 
 
 #: llama.cpp's wording of an over-long prompt.
@@ -38,9 +39,11 @@ OVERFLOW = Behaviour(status=400, body=json.dumps({"error": {"code": 400, "type":
 
 
 class ChatServer:
-    def __init__(self, script: Callable[[int, dict], str | Behaviour] | None = None, model_id: str = "served-v1"):
+    def __init__(self, script: Callable[[int, dict], str | Behaviour] | None = None, model_id: str = "served-v1",
+                 honours_n: bool = True):
         self.script = script or (lambda index, body: "ANSWER: 0")
         self.model_id = model_id
+        self.honours_n = honours_n  #: False: one choice whatever ``n`` asks, as transformers serve does
         self.requests: list[dict[str, Any]] = []
         self.in_flight = self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -74,11 +77,15 @@ class ChatServer:
                         self._raw(behaviour.status, behaviour.body.encode(), behaviour.headers)
                         return
                     prompt = sum(len(m["content"].split()) for m in body["messages"])
-                    completion = len(behaviour.text.split())
+                    count = int(body.get("n") or 1) if server.honours_n else 1
+                    texts = [(behaviour.choices[i] if i < len(behaviour.choices) else behaviour.text)
+                             for i in range(count)]
+                    completion = sum(len(text.split()) for text in texts)
                     self._json(200, {
                         "id": f"chatcmpl-{index}", "object": "chat.completion", "model": server.model_id,
-                        "choices": [{"index": 0, "finish_reason": behaviour.finish_reason,
-                                     "message": {"role": "assistant", "content": behaviour.text}}],
+                        "choices": [{"index": i, "finish_reason": behaviour.finish_reason,
+                                     "message": {"role": "assistant", "content": text}}
+                                    for i, text in enumerate(texts)],
                         "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                                   "total_tokens": prompt + completion}})
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)

@@ -266,10 +266,10 @@ def test_openai_fingerprint_holds_the_sampling_arguments_never_the_key(monkeypat
     assert fingerprint["agent"] == {"kind": "openai", "model": "m", "base_url": "http://127.0.0.1:1/v1",
                                     "temperature": 0.5, "max_tokens": 64, "top_p": None, "stop": None,
                                     "send_seed": True, "extra_body": None, "system_prompt": "be brief",
-                                    "served_model": None}
+                                    "choices_per_request": None, "served_model": None}
     for change in [{"temperature": 1.0}, {"max_tokens": 65}, {"system_prompt": None}, {"model": "n"},
                    {"base_url": "http://127.0.0.1:2/v1"}, {"top_p": 0.5}, {"stop": ("x",)}, {"send_seed": False},
-                   {"extra_body": {"top_k": 3}}, {"served_model": {"id": "other.gguf"}}]:
+                   {"extra_body": {"top_k": 3}}, {"served_model": {"id": "other.gguf"}}, {"choices_per_request": 2}]:
         assert dataclasses.replace(base, **change).fingerprint() != base.fingerprint(), change
     same = dataclasses.replace(base, api_key_env="OTHER", timeout_s=5.0, retries=0, max_concurrent_requests=4,
                                requests_per_minute=10.0, retry_max_wait_s=1.0)

@@ -193,6 +193,29 @@ def test_requests_per_minute_spaces_request_starts(tmp_path):
     assert all(later - earlier >= 0.45 for earlier, later in itertools.pairwise(arrivals))
 
 
+@pytest.mark.parametrize("honours_n", [True, False])
+def test_rollouts_share_a_first_turn_request_with_n_choices(tmp_path, honours_n):
+    shared = Behaviour(choices=("ANSWER: 10", "ANSWER: 11"))
+    with ChatServer(lambda i, body: shared, honours_n=honours_n) as server:
+        assert eval_cli(server, tmp_path / "run", "-n", "2", "-r", "4", "--choices-per-request", "2") == 0
+    asked_n = [request["body"].get("n") for request in server.requests]
+    rows = read_jsonl(tmp_path / "run" / "results.jsonl")
+    assert len(rows) == 8
+    if honours_n:  # 2 tasks x 2 blocks of 2 rollouts: one request per block, one choice per rollout
+        assert asked_n == [2, 2, 2, 2]
+        for row in rows:
+            (turn,) = row["turns"]
+            assert turn["choice"] == row["rollout"] % 2 and row["actions"] == [shared.choices[row["rollout"] % 2]]
+            assert turn["request"]["n"] == 2 and (turn["usage"] is None) == (row["rollout"] % 2 == 1)
+    else:  # one choice came back: choice 0 is used, the other rollout asks alone
+        assert sorted(asked_n, key=str) == [2, 2, 2, 2, None, None, None, None]
+        assert all(row["actions"] == ["ANSWER: 10"] for row in rows)
+        assert all(row["turns"][0]["usage"] is not None for row in rows)
+    usage = json.loads((tmp_path / "run" / "summary.json").read_text())["overall"]["usage"]
+    assert usage["tokens"]["completion_tokens"] == sum(  # each request counted once
+        4 if n == 2 and honours_n else 2 for n in asked_n)
+
+
 # --------------------------------------------------------------------------- the key
 
 

@@ -112,9 +112,12 @@ def test_every_sample_is_graded_with_the_models_texts_usage_and_finish_reasons(r
     summary = json.loads((runs["out"] / "summary.json").read_text())
     assert summary["planned"] == N * len(ENV_IDS) and summary["missing"] == 0
     assert summary["overall"]["scoring_errors"] == 0
+    served = json.loads((runs["out"] / "run.json").read_text())["fingerprint"]["agent"]["served_model"]
+    assert served["id"] == server.model  # as /v1/models names it, in the fingerprint resume checks
     for record in records:
-        assert record["scoring_error"] is None and record["verdict"] != "scoring_error", record["detail"]
+        assert record["scoring_error"] is None and record["verdict"] not in ("scoring_error", "failed"), record
         assert record["agent"] == f"openai:{server.model}"
+        assert record["final_info"]["verdict"] == record["verdict"] and "turn" in record["final_info"]
         assert 1 <= len(record["actions"]) == len(record["turns"]) <= MAX_TURNS
         assert len(record["observations"]) == len(record["actions"]) + 1
         for turn in record["turns"]:
@@ -122,8 +125,12 @@ def test_every_sample_is_graded_with_the_models_texts_usage_and_finish_reasons(r
             assert turn["finish_reason"] in FINISH_REASONS
             usage = turn["usage"]
             assert usage["prompt_tokens"] > 0 and 0 < usage["completion_tokens"] <= MAX_TOKENS
-            assert turn["latency_s"] > 0 and turn["attempts"] >= 1
+            assert turn["latency_s"] > 0 and turn["attempts"] == len(turn["retries"]) + 1 and turn["wait_s"] >= 0
+            assert turn["request"] == {"temperature": 0, "max_tokens": MAX_TOKENS, "seed": record["seed"]}
     assert summary["overall"]["usage"]["model_turns"] == sum(len(r["turns"]) for r in records)
+    assert summary["overall"]["usage"]["total_tokens"] == sum(t["usage"]["total_tokens"] for r in records
+                                                              for t in r["turns"])
+    assert summary["overall"]["failed"] == 0 and summary["time"]["sessions"] == 2
 
 
 def test_a_logged_text_is_what_the_model_says(runs, server):
@@ -159,6 +166,11 @@ def test_report_the_measured_figures(runs, server):
     prompt = sum(turn["usage"]["prompt_tokens"] for turn in turns)
     latency = sum(turn["latency_s"] for turn in turns)
     agent_s = [r["timings"]["agent_s"] for r in records]
+    # What the eval adds to a sample beyond the model's answering requests: the sandbox, the
+    # env, waiting for a request slot behind the other episode, and its own bookkeeping.
+    model_s = [sum(turn["latency_s"] for turn in r["turns"]) for r in records]
+    waited_s = [sum(turn["wait_s"] for turn in r["turns"]) for r in records]
+    overhead_s = [r["timings"]["total_s"] - m - w for r, m, w in zip(records, model_s, waited_s, strict=True)]
     env_s = [r["timings"]["env_s"] + r["timings"]["reset_s"] for r in records]
     summary = json.loads((runs["out"] / "summary.json").read_text())
     generating_s = runs["interrupted"][3] + runs["resumed"][1]  # the server is busy all along: -c 2, one slot
@@ -167,6 +179,10 @@ def test_report_the_measured_figures(runs, server):
         "server_completion_tokens_per_s": round(completion / generating_s, 1), **MEASURED,
         "mean_turn_latency_s": round(latency / len(turns), 2),  # queueing behind the other episode included
         "per_sample_model_s": round(statistics.mean(agent_s), 2),
+        "per_sample_request_latency_s": round(statistics.mean(model_s), 2),
+        "per_sample_slot_wait_s": round(statistics.mean(waited_s), 2),
+        "per_sample_eval_overhead_s": round(statistics.mean(overhead_s), 4),
+        "eval_overhead_share": round(sum(overhead_s) / sum(r["timings"]["total_s"] for r in records), 5),
         "per_sample_sandbox_s": round(statistics.mean(env_s), 3),
         "sandbox_share": round(sum(env_s) / (sum(env_s) + sum(agent_s)), 4),
         "interrupted_run_s": round(runs["interrupted"][3], 1), "resumed_run_s": round(runs["resumed"][1], 1),
