@@ -111,3 +111,16 @@ def test_harness_failure_is_retried_then_raised_never_rewarded(csapp_rows, monke
         assert len(calls) == 2
     finally:
         env.close()
+
+
+@pytest.mark.docker
+def test_tool_turns_run_in_the_docker_sandbox(docker_available, csapp_rows):
+    env, _ = make(csapp_rows[0], config={})  # the default backend: a real container per trajectory
+    try:
+        out = env.step("```python\nx = 6 * 7\nprint(x)\n```")
+        assert "42" in out["observations"][0]["content"]
+        out = env.step("```python\nprint(x + 1)\n```")  # the session persists across turns
+        assert "43" in out["observations"][0]["content"]
+        assert env.step(env.episode.env.unwrapped.reference_action())["reward"] == 1.0
+    finally:
+        env.close()
