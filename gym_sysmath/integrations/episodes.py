@@ -20,9 +20,12 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
+
+if TYPE_CHECKING:
+    from gym_sysmath.env import SysmathEnv
 
 __all__ = ["CLOSING_ACTION", "Episode", "ScoringError", "TaskRef", "grade_completion"]
 
@@ -49,10 +52,11 @@ class TaskRef:
         """A reference from its JSON text or a mapping (a dataset row's columns are accepted:
         ``prompt`` and other non-reference fields are ignored)."""
         if isinstance(value, str):
+            text = value
             try:
-                value = json.loads(value)
+                value = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"a gym-sysmath ground truth is a task reference in JSON, got {value[:80]!r}: "
+                raise ValueError(f"a gym-sysmath ground truth is a task reference in JSON, got {text[:80]!r}: "
                                  f"{exc}") from exc
         if not isinstance(value, Mapping) or not {"env_id", "task_id"} <= value.keys():
             raise ValueError(f"a task reference needs env_id and task_id, got {value!r:.200}; build the dataset "
@@ -147,6 +151,11 @@ class Episode:
                 self._env = _THREAD_ENVS.get(env_id, split, max_turns, env_kwargs)
         return self._env
 
+    @property
+    def core(self) -> SysmathEnv:
+        """The env under Gymnasium's wrappers (its ``turn``, ``max_turns``, ``reference_action``)."""
+        return cast("SysmathEnv", self.env.unwrapped)
+
     def reset(self) -> tuple[str, dict[str, Any]]:
         observation, self.info = self.ref.reset(self.env)
         self.actions, self.done = [], False
@@ -171,7 +180,7 @@ class Episode:
         self.done, self.info = terminated or truncated, info
         return observation, float(reward), terminated, truncated, info
 
-    def _replay(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _replay(self, action: str) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         """The episode so far, then ``action``, on a fresh reset (the harness's next container)."""
         self.ref.reset(self.env)
         for earlier in self.actions:

@@ -54,7 +54,7 @@ class SysmathTextEnv(BaseTextEnv):
         env_kwargs = _setting(env_config, "env_kwargs", {})
         self.episode = Episode(ref, env_kwargs=dict(env_kwargs), max_turns=_setting(env_config, "max_turns", None),
                                retries=int(_setting(env_config, "retries", 1)), own_env=True)
-        self.max_turns = self.episode.env.unwrapped.max_turns
+        self.max_turns = self.episode.core.max_turns
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """The row's prompt (it is the env's own, from the same reset) and the task's id."""
@@ -63,7 +63,7 @@ class SysmathTextEnv(BaseTextEnv):
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         observation, reward, terminated, truncated, info = self.episode.step(action)
-        self.turns = self.episode.env.unwrapped.turn
+        self.turns = self.episode.core.turn
         done = terminated or truncated
         metadata = {"task_id": info["task_id"], "turn": info["turn"], "verdict": info["verdict"]}
         return BaseTextEnvStepOutput(observations=[] if done else [{"role": "user", "content": observation}],
