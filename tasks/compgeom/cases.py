@@ -268,6 +268,8 @@ def _transform_vec(primitive: Primitive, values: list[tuple[Fraction, ...]], rng
             moved[k] = tuple(x * scale for x in moved[k])
         if len(shape.fields) == 3:
             moved = [moved[int(i)] for i in rng.permutation(3)]
+        elif shape.fields == ("p0", "p1") and rng.integers(2):  # a reversed segment: t becomes 1 - t
+            moved.reverse()
         out += moved
     if primitive.args[0][1] is primitive.args[1][1] and rng.integers(2):
         half = len(primitive.args[0][1].fields)
@@ -315,6 +317,8 @@ REACHABLE: dict[str, frozenset[str]] = {
     "triangle2_triangle2": frozenset({"invalid", "separated", "touch", "overlap"}),
     "ray3_aligned_box3": frozenset({"invalid", "parallel_outside", "miss", "behind", "touch", "touch_origin", "enter",
                                     "inside"}),
+    "segment3_triangle3": frozenset({"invalid", "cross", "touch", "outside", "plane_miss", "parallel", "coplanar_none",
+                                     "coplanar_point", "coplanar_segment"}),
 }
 """Every branch of each reference that some input reaches; the hidden set must cover all of them."""
 

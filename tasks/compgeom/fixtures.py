@@ -128,6 +128,23 @@ _SOLID_BUGS: dict[str, tuple[Mutation, ...]] = {
             "python": (("if o[i] < lo or o[i] > hi:", "if o[i] <= lo or o[i] >= hi:"),),
         }),
     ),
+    "segment3_triangle3": (
+        Mutation("coplanar_none", "Geometric Tools' quirk: a segment in the triangle's plane never intersects", {
+            "cpp": (("if (dot(n, q) != 0) return", "if (dot(n, q) != 0 || den == 0) return"),),
+            "rust": (("if dot(n, q) != 0.0 {", "if dot(n, q) != 0.0 || den == 0.0 {"),),
+            "python": (("if _dot(n, q) != 0:", "if _dot(n, q) != 0 or den == 0:"),),
+        }),
+        Mutation("strict_edges", "a crossing on an edge of the triangle misses it (strict barycentric test)", {
+            "cpp": (("b1 >= 0 && b2 >= 0", "b1 > 0 && b2 > 0"),),
+            "rust": (("b1 >= 0.0 && b2 >= 0.0", "b1 > 0.0 && b2 > 0.0"),),
+            "python": (("b1 >= 0 and b2 >= 0", "b1 > 0 and b2 > 0"),),
+        }),
+        Mutation("ray_not_segment", "ignores the segment's end p1: a crossing beyond it still counts", {
+            "cpp": (("num < 0 || num > s * den", "num < 0"),),
+            "rust": (("num < 0.0 || num > s * den", "num < 0.0"),),
+            "python": (("num < 0 or num > s * den", "num < 0"),),
+        }),
+    ),
 }
 """The bugs of the triangle and 3D ray / box fixtures."""
 

@@ -99,6 +99,8 @@ PRIMITIVE_TABLE: tuple[Primitive, ...] = (
               (("triangle0", TRIANGLE2), ("triangle1", TRIANGLE2)), FAMILY_TEST),
     Primitive("ray3_aligned_box3", "Ray / aligned box intersection in 3D", (("ray", RAY3), ("aligned_box", BOX3)),
               FAMILY_3D),
+    Primitive("segment3_triangle3", "Segment / triangle intersection in 3D",
+              (("segment", SEGMENT3), ("triangle", TRIANGLE3)), FAMILY_3D),
 )
 BY_NAME: dict[str, Primitive] = {p.name: p for p in PRIMITIVE_TABLE}
 PRIMITIVES: tuple[str, ...] = tuple(p.name for p in PRIMITIVE_TABLE)

@@ -277,6 +277,66 @@ _OWN_TOLERANCES: dict[str, tuple[tuple[str, str, dict[str, tuple[tuple[str, str]
                        ("Kind.POINT if start == leave", f"Kind.POINT if leave - start <= {EPS}")),
         }),
     ),
+    "segment3_triangle3": (
+        ("tol_parallel_abs", f"|dot(n, d)| <= {EPS} (absolute) counts as parallel to the plane", {
+            "cpp": (("if (den != 0) {", f"if (std::abs(den) > {EPS}) {{"), CMATH),
+            "rust": (("if den != 0.0 {", f"if den.abs() > {EPS} {{"),),
+            "python": (("if den != 0:", f"if abs(den) > {EPS}:"),),
+        }),
+        ("tol_parallel_rel", f"|dot(n, d)| <= {EPS} * |n| * |d| counts as parallel to the plane", {
+            "cpp": (("if (den != 0) {", f"if (std::abs(den) > {EPS} * std::sqrt(dot(n, n) * dot(d, d))) {{"), CMATH),
+            "rust": (("if den != 0.0 {", f"if den.abs() > {EPS} * (dot(n, n) * dot(d, d)).sqrt() {{"),),
+            "python": (("if den != 0:", f"if abs(den) > {EPS} * (_dot(n, n) * _dot(d, d)) ** 0.5:"),),
+        }),
+        ("tol_coplanar_abs", f"|dot(n, q)| <= {EPS} (absolute) counts as in the plane", {
+            "cpp": (("if (dot(n, q) != 0) return", f"if (std::abs(dot(n, q)) > {EPS}) return"), CMATH),
+            "rust": (("if dot(n, q) != 0.0 {", f"if dot(n, q).abs() > {EPS} {{"),),
+            "python": (("if _dot(n, q) != 0:", f"if abs(_dot(n, q)) > {EPS}:"),),
+        }),
+        ("tol_coplanar_rel", f"|dot(n, q)| <= {EPS} * |n| * |q| counts as in the plane", {
+            "cpp": (("if (dot(n, q) != 0) return",
+                     f"if (std::abs(dot(n, q)) > {EPS} * std::sqrt(dot(n, n) * dot(q, q))) return"), CMATH),
+            "rust": (("if dot(n, q) != 0.0 {", f"if dot(n, q).abs() > {EPS} * (dot(n, n) * dot(q, q)).sqrt() {{"),),
+            "python": (("if _dot(n, q) != 0:",
+                        f"if abs(_dot(n, q)) > {EPS} * (_dot(n, n) * _dot(q, q)) ** 0.5:"),),
+        }),
+        ("tol_interval", f"a plane crossing within {EPS} (in parameter) outside the segment counts as on it", {
+            "cpp": (("if (num < 0 || num > s * den)", f"if (num < -{EPS} * s * den || num > (1 + {EPS}) * s * den)"),),
+            "rust": (("if num < 0.0 || num > s * den {",
+                      f"if num < -{EPS} * s * den || num > (1.0 + {EPS}) * s * den {{"),),
+            "python": (("if num < 0 or num > s * den:", f"if num < -{EPS} * s * den or num > (1 + {EPS}) * s * den:"),),
+        }),
+        ("tol_touch", f"a crossing within {EPS} (in barycentric coordinates) outside the triangle counts as inside", {
+            "cpp": (("if (b1 >= 0 && b2 >= 0 && b1 + b2 <= s * den) {",
+                     f"if (b1 >= -{EPS} * s * den && b2 >= -{EPS} * s * den\n"
+                     f"            && b1 + b2 <= (1 + {EPS}) * s * den) {{"),),
+            "rust": (("if b1 >= 0.0 && b2 >= 0.0 && b1 + b2 <= s * den {",
+                      f"if b1 >= -{EPS} * s * den && b2 >= -{EPS} * s * den\n"
+                      f"            && b1 + b2 <= (1.0 + {EPS}) * s * den {{"),),
+            "python": (("if b1 >= 0 and b2 >= 0 and b1 + b2 <= s * den:",
+                        f"if (b1 >= -{EPS} * s * den and b2 >= -{EPS} * s * den\n"
+                        f"                and b1 + b2 <= (1 + {EPS}) * s * den):"),),
+        }),
+        ("tol_touch_coplanar_abs", f"a coplanar segment less than {EPS} (absolute) beyond an edge's line touches it", {
+            "cpp": (("if (alpha < 0) return", f"if (alpha < -{EPS}) return"),),
+            "rust": (("if alpha < 0.0 {", f"if alpha < -{EPS} {{"),),
+            "python": (("if alpha < 0:", f"if alpha < -{EPS}:"),),
+        }),
+        ("tol_touch_coplanar_rel", f"a coplanar segment less than {EPS} (relative) beyond an edge's line touches it", {
+            "cpp": (("if (alpha < 0) return",
+                     f"if (alpha < -{EPS} * std::sqrt(dot(n, n) * dot(e, e) * dot(sub(p0, a), sub(p0, a)))) return"),
+                    CMATH),
+            "rust": (("if alpha < 0.0 {",
+                      f"if alpha < -{EPS} * (dot(n, n) * dot(e, e) * dot(sub(p0, a), sub(p0, a))).sqrt() {{"),),
+            "python": (("if alpha < 0:",
+                        f"if alpha < -{EPS} * (_dot(n, n) * _dot(e, e) * _dot(_sub(p0, a), _sub(p0, a))) ** 0.5:"),),
+        }),
+        ("tol_interval_coplanar", f"a coplanar clip interval less than {EPS} (in parameter) empty still touches", {
+            "cpp": (("if (lo > hi) return", f"if (lo > hi + {EPS}) return"),),
+            "rust": (("if lo > hi {", f"if lo > hi + {EPS} {{"),),
+            "python": (("if lo > hi:", f"if lo > hi + {EPS}:"),),
+        }),
+    ),
 }
 """The triangle and 3D ray / box candidates: (name, bug, edits), one per exact test of the good fixtures."""
 
