@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import cache_independent
 from .machine import Access, CacheGeometry, ctype, hex_string, misses, simulate
 from .template import Field, Params, Template, WrongReading, draw, draw_int, fixed, require
 
@@ -91,6 +92,7 @@ TRAVERSAL_ORDER = Template(
     ),
     trap=_traversal_trap,
     sample=_sample_traversal,
+    independent=cache_independent.traversal_order,
 )
 
 # --- hits and misses of a short trace -----------------------------------------------------------
@@ -140,6 +142,7 @@ TRACE_OUTCOMES = Template(
     ),
     trap=_outcome_trap,
     sample=_sample_trace,
+    independent=cache_independent.trace_outcomes,
 )
 
 # --- splitting an address ----------------------------------------------------------------------
@@ -183,6 +186,7 @@ ADDRESS_SPLIT = Template(
     trap=lambda p, key: require(p["ways"] > 1 and key[1] != _split(p, lines_as_sets=True)[1],
                                 "the set index must differ from the lines-as-sets misreading"),
     sample=_sample_split,
+    independent=cache_independent.address_split,
 )
 
 # --- more ways than streams, or fewer ------------------------------------------------------------
@@ -244,6 +248,7 @@ STREAMS_ASSOCIATIVITY = Template(
     trap=lambda p, key: require(key[0] > key[2] and key[1] > key[2],
                                 "three streams must still conflict at 2 ways and stop at 4"),
     sample=_sample_streams,
+    independent=cache_independent.streams_associativity,
 )
 
 # --- LRU is not FIFO ----------------------------------------------------------------------------
@@ -282,6 +287,7 @@ LRU_REPLACEMENT = Template(
     trap=lambda p, key: require(key[-1] > 0 and key != _replacement(p, policy="fifo"),
                                 "the trace must have hits and tell LRU from FIFO"),
     sample=_sample_replacement,
+    independent=cache_independent.lru_replacement,
 )
 
 # --- what survives to a second pass ------------------------------------------------------------
@@ -327,6 +333,7 @@ TWO_PASSES = Template(
     ),
     trap=lambda p, key: require(0 < key[1] < key[0], "the second pass must reuse some blocks but not all"),
     sample=_sample_passes,
+    independent=cache_independent.two_passes,
 )
 
 TEMPLATES: tuple[Template, ...] = (

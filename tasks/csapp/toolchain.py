@@ -1,0 +1,164 @@
+"""The real toolchain: compile, link and run C programs with the sandbox image's gcc and ld.
+
+Keys of the machine and linking templates, and ``verify csapp``'s check of every task whose
+question is C code, come from here. A batch of programs travels as one Python job into one
+sandbox container, whose script runs each program's gcc/ld/ar steps in a fresh directory and then
+its binary, so a few hundred programs cost one job, not a few hundred.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gym_sysmath.exact import dumps_exact
+
+#: What every single-file check is compiled with: PLATFORM's -fwrapv, and pthreads for the
+#: concurrency programs.
+CHECK_FLAGS = ("-std=gnu17", "-O1", "-fwrapv", "-pthread")
+
+
+@dataclass(frozen=True)
+class Program:
+    """Source files, the build steps (gcc, ld, ar argv lists, run in order until one fails),
+    and how to run the result. ``show`` names a file the build writes (``gcc -S`` output) whose
+    text comes back; ``times`` runs the binary that many times (outputs of racy programs vary)."""
+
+    files: Mapping[str, str]
+    steps: tuple[tuple[str, ...], ...]
+    run: tuple[str, ...] = ("./prog",)
+    times: int = 1
+    show: str | None = None
+    stdin: str = ""
+
+    def spec(self) -> dict[str, Any]:
+        return {"files": dict(sorted(self.files.items())), "steps": [list(s) for s in self.steps],
+                "run": list(self.run), "times": self.times, "show": self.show, "stdin": self.stdin}
+
+    @property
+    def key(self) -> str:
+        """Content hash of everything that decides the result: the data file's index."""
+        return hashlib.sha256(dumps_exact(self.spec(), sort_keys=True).encode()).hexdigest()[:20]
+
+
+def single_file(source: str, *, times: int = 1, flags: Sequence[str] = CHECK_FLAGS) -> Program:
+    """A one-file C program built with ``flags``."""
+    return Program({"prog.c": source}, (("gcc", *flags, "-o", "prog", "prog.c", "-lm"),), times=times)
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    """What a program did: whether every build step succeeded (``failed_step`` is the index of
+    the first that did not), the shown file, and each run's stdout and exit status."""
+
+    built: bool
+    failed_step: int | None = None
+    build_log: str = ""
+    shown: str | None = None
+    outputs: tuple[str, ...] = ()
+    exit_codes: tuple[int, ...] = ()
+
+
+class ToolchainError(RuntimeError):
+    """The batch job itself failed (the sandbox, not a program): never a task's answer."""
+
+
+#: Runs inside the container: reads the batch from stdin, prints one JSON result list.
+_RUNNER = r'''
+import json, os, shutil, subprocess, sys, tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+def one(spec):
+    d = tempfile.mkdtemp(dir=".")
+    try:
+        return build_and_run(spec, d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)  # the scratch dir is memory: keep only one program's files
+
+def build_and_run(spec, d):
+    for name, text in spec["files"].items():
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+    out = {"built": True, "failed_step": None, "build_log": "", "shown": None, "outputs": [], "exit_codes": []}
+    for i, step in enumerate(spec["steps"]):
+        p = subprocess.run(step, cwd=d, capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            out.update(built=False, failed_step=i, build_log=p.stderr[-2000:])
+            return out
+    if spec["show"]:
+        with open(os.path.join(d, spec["show"])) as f:
+            out["shown"] = f.read()
+    for _ in range(spec["times"]):
+        p = subprocess.run(spec["run"], cwd=d, input=spec["stdin"], capture_output=True, text=True, timeout=20)
+        out["outputs"].append(p.stdout)
+        out["exit_codes"].append(p.returncode)
+    return out
+
+specs = json.load(sys.stdin)
+with ThreadPoolExecutor(int(os.environ.get("TOOLCHAIN_THREADS", "2"))) as pool:
+    results = list(pool.map(one, specs))
+print(json.dumps(results))
+'''
+
+
+def run_programs(programs: Sequence[Program], lease: Any = None, *, batch: int = 60) -> list[ProgramResult]:
+    """Build and run ``programs`` in the sandbox (a lease of ``gym_sysmath.sandbox.Sandbox``, or
+    a fresh one), in batches; results in the same order. Raises ``ToolchainError`` when a batch
+    job does not finish cleanly."""
+    from gym_sysmath.sandbox import Job, Limits, Sandbox
+
+    owned = None
+    if lease is None:
+        owned = Sandbox()
+        lease = owned.lease()
+    limits = Limits(wall_s=600.0, cpu_s=1200.0, processes=64, stdout_bytes=64 * 1024**2,
+                    file_bytes=256 * 1024**2)
+    results: list[ProgramResult] = []
+    try:
+        for start in range(0, len(programs), batch):
+            chunk = programs[start:start + batch]
+            job = Job("python", {"main.py": _RUNNER}, stdin=json.dumps([p.spec() for p in chunk]),
+                      limits=limits, cache=False)
+            ran = lease.run(job)
+            if not ran.ok:
+                raise ToolchainError(f"toolchain batch ended {ran.status}: {ran.stderr.strip()[-1000:]}")
+            for raw in json.loads(ran.stdout):
+                results.append(ProgramResult(
+                    built=raw["built"], failed_step=raw["failed_step"], build_log=raw["build_log"],
+                    shown=raw["shown"], outputs=tuple(raw["outputs"]), exit_codes=tuple(raw["exit_codes"])))
+    finally:
+        if owned is not None:
+            lease.release()
+            owned.close()
+    return results
+
+
+def result_record(result: ProgramResult) -> dict[str, Any]:
+    """The part of a result a data file keeps: what decides a key, never the compiler's chatter."""
+    return {"built": result.built, "failed_step": result.failed_step, "shown": result.shown,
+            "outputs": list(result.outputs), "exit_codes": list(result.exit_codes)}
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """A compiled program's recorded behaviour, as the templates read it back."""
+
+    built: bool
+    failed_step: int | None
+    shown: str | None
+    outputs: tuple[str, ...] = field(default=())
+    exit_codes: tuple[int, ...] = field(default=())
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Outputs:
+        return cls(record["built"], record["failed_step"], record["shown"], tuple(record["outputs"]),
+                   tuple(record["exit_codes"]))
+
+    @property
+    def stdout(self) -> str:
+        if not self.outputs:
+            raise ValueError("the program did not run")
+        return self.outputs[0]
