@@ -4,15 +4,23 @@
 reward; a harness failure that survives its replay is raised as verifiers' ``SandboxError``,
 which verifiers' own error boundary keeps as a failed rollout (``sandbox_error``), not a reward.
 
-The player is a scripted stand-in for a verifiers agent (its ``interaction`` / ``turn`` /
-``trace`` surface): a real agent runs its harness's chat program through ``uv`` in a runtime
-box, which this test does not provision."""
+Most tests drive ``run`` with a scripted player (verifiers' ``interaction`` / ``turn`` / ``trace``
+surface); the last runs the real ``vf-eval`` end to end (its null chat harness, provisioned by
+``uv`` in the subprocess runtime) against a scripted OpenAI-compatible server on localhost."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -136,3 +144,58 @@ def test_scoring_error_is_a_failed_rollout_never_a_reward(monkeypatch):
         asyncio.run(episode())
     assert stop_condition(raised.value) == "sandbox_error"
     assert player.trace.rewards == {}
+
+
+class ScriptedChat(BaseHTTPRequestHandler):
+    """``/v1/chat/completions`` (streamed, as the chat harness asks): a python block on the
+    first turn, then the reply ``answers`` maps the task prompt to; every request is kept."""
+
+    answers: dict[str, str] = {}
+    requests: list[dict] = []
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        self.requests.append(request)
+        users = [m["content"] for m in request["messages"] if m["role"] == "user"]
+        reply = "```python\nprint(6 * 7)\n```" if len(users) == 1 else self.answers.get(users[0], "ANSWER: ?")
+        chunk = {"id": "c", "object": "chat.completion.chunk", "created": int(time.time()), "model": request["model"],
+                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": reply}, "finish_reason": None}]}
+        done = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+
+    def log_message(self, *args):
+        pass
+
+
+def test_vf_eval_runs_the_taskset_end_to_end(tmp_path):
+    venv_bin = Path(sys.executable).parent
+    if not (venv_bin / "vf-eval").exists() or shutil.which("uv", path=str(venv_bin)) is None:
+        pytest.skip("vf-eval and uv come with the frameworks extra")
+    tasks = list(make_env(env_id="CsappExact-v0", n=2).taskset)
+    ScriptedChat.answers = {tasks[0].data.prompt: reference_answer(tasks[0]), tasks[1].data.prompt: "ANSWER: [7]"}
+    ScriptedChat.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedChat)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        run = subprocess.run(
+            [str(venv_bin / "vf-eval"), "gym-sysmath", "--env.taskset.env-id", "CsappExact-v0", "--env.taskset.n", "2",
+             "--env.taskset.env-kwargs", json.dumps(PROCESS), "-r", "1", "-m", "scripted",
+             "--client.base-url", f"http://127.0.0.1:{server.server_port}/v1", "--client.api-key-var", "SCRIPTED_KEY",
+             "--env.player.runtime.type", "subprocess"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+            env={**os.environ, "SCRIPTED_KEY": "unused", "PATH": f"{venv_bin}:{os.environ['PATH']}"})
+    finally:
+        server.shutdown()
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    [traces] = list(tmp_path.glob("outputs/*/traces.jsonl"))
+    episodes = {json.loads(line)["task"]["data"]["ref"]["task_id"]: json.loads(line) for line in traces.open()}
+    scores = {task_id: (e["ok"], e["traces"][0]["rewards"]["sysmath"]["score"], e["traces"][0]["info"]["verdict"])
+              for task_id, e in episodes.items()}
+    refs = [TaskRef.parse(task.data.ref).task_id for task in tasks]
+    assert scores == {refs[0]: (True, 1.0, "correct"), refs[1]: (True, 0.0, "wrong_answer")}
+    tool_turns = [r["messages"][-1]["content"] for r in ScriptedChat.requests if len(r["messages"]) > 1]
+    assert len(tool_turns) == 2 and all("42" in turn for turn in tool_turns)  # the env's tool output, as the user
