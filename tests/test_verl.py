@@ -176,3 +176,24 @@ def test_cli_export_writes_verl_parquet_that_grades(tmp_path):
     assert (ref.split, ref.seed) == ("train", 5)
     score = sysmath_verl.compute_score(row["data_source"], reference_answer(ref), row["reward_model"]["ground_truth"])
     assert score["score"] == 1.0
+
+
+def test_verls_own_dataset_reads_the_export(tmp_path):
+    """verl's ``RLHFDataset`` (what ``data.train_files`` goes through) yields the chat prompt and
+    the reference that ``compute_score`` grades."""
+    from omegaconf import OmegaConf
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from gym_sysmath.cli import main
+
+    out = tmp_path / "eval.parquet"
+    assert main(["export", "CsappExact-v0", "-n", "2", "--format", "verl", "--out", str(out)]) == 0
+    dataset = RLHFDataset(data_files=[str(out)], tokenizer=char_tokenizer(),
+                          config=OmegaConf.create({"filter_overlong_prompts": False, "cache_dir": str(tmp_path)}))
+    assert len(dataset) == 2
+    item = dataset[1]
+    assert item["raw_prompt"][-1]["role"] == "user" and item["index"] == 1
+    ref = TaskRef.parse(item["reward_model"]["ground_truth"])
+    score = sysmath_verl.compute_score(item["data_source"], reference_answer(ref), item["reward_model"]["ground_truth"],
+                                       item["extra_info"], env_kwargs=PROCESS)
+    assert score["score"] == 1.0
