@@ -197,3 +197,23 @@ def test_verls_own_dataset_reads_the_export(tmp_path):
     score = sysmath_verl.compute_score(item["data_source"], reference_answer(ref), item["reward_model"]["ground_truth"],
                                        item["extra_info"], env_kwargs=PROCESS)
     assert score["score"] == 1.0
+
+
+@pytest.mark.docker
+def test_dead_containers_are_raised_not_scored(docker_available):
+    """A real harness failure: every container of this process killed and no image to start a
+    fresh one from, so the replay fails too and compute_score raises instead of scoring."""
+    from gym_sysmath.tasks import csapp
+    from tests.conftest import image_withdrawn, killing_our_containers, wait_until_none_running
+
+    [row] = sysmath_verl.verl_rows(build_dataset("CsappExact-v0", n=1))
+    ref = TaskRef.parse(row["reward_model"]["ground_truth"])
+    task = {task.task_id: task for task in csapp.load_tasks()}[ref.task_id]
+    code = f"```python\n{csapp.reference_code(task)}\n```"
+    score = sysmath_verl.compute_score(row["data_source"], code, row["reward_model"]["ground_truth"])
+    assert score == {"score": 1.0, "acc": 1.0, "verdict": "correct"}  # run in a real container
+    with killing_our_containers(), image_withdrawn():
+        wait_until_none_running()
+        with pytest.raises(ScoringError) as raised:
+            sysmath_verl.compute_score(row["data_source"], code, row["reward_model"]["ground_truth"])
+    assert raised.value.attempts == 2 and raised.value.ref == ref
