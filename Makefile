@@ -8,7 +8,7 @@ CLI := $(VENV)/bin/gym-sysmath
 
 REAL_MODEL := $(VENV)/share/gym-sysmath/smollm2/.installed
 
-.PHONY: setup frameworks docker browser image test run bench lint typecheck real-model test-real-model
+.PHONY: setup frameworks docker browser toolchains image test run bench lint typecheck real-model test-real-model
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -47,10 +47,15 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# the host compilers the local-runner tests build every CompGeom fixture with
+toolchains:
+	@command -v g++ >/dev/null 2>&1 && command -v rustc >/dev/null 2>&1 || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ rustc >/dev/null; }
+
 image: setup docker
 	$(CLI) sandbox build --bootstrap
 
-test: image browser frameworks
+test: image browser frameworks toolchains
 	$(PY) -m pytest -q
 
 run: image
