@@ -220,12 +220,13 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
             bar.update(outcome)
 
         interrupted = True
+        ray_report: dict[str, Any] | None = None
         try:
             if use_ray:
                 from gym_sysmath.integrations.ray_rollouts import run_ray
 
-                run_ray(todo, agent, on_outcome, workers=concurrency, make_kwargs=make_kwargs,
-                        address=None if ray is True else str(ray))
+                ray_report = run_ray(todo, agent, on_outcome, workers=concurrency, make_kwargs=make_kwargs,
+                                     address=None if ray is True else str(ray))
             else:
                 from gym_sysmath.sandbox.pool import default_pool_size
 
@@ -244,6 +245,8 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
     summary = summarize(ordered, config)
     summary["planned"] = len(specs)
     summary["missing"] = len(specs) - len(ordered)
+    if ray_report is not None:  # the actors, and any whose sandbox could not start (their samples re-ran)
+        summary["ray"] = ray_report
     summary["time"] = sessions_time(out_dir) if out_dir else {"seconds": round(time.perf_counter() - started, 3),
                                                                "sessions": 1}
     plot_path = None

@@ -8,6 +8,12 @@ ran. Every node needs gym-sysmath installed and its sandbox image built
 (``gym-sysmath sandbox build``); a ``python:MODULE:FUNCTION`` agent's module must be
 importable there too.
 
+A node whose sandbox cannot start (no Docker daemon, an unreachable ``DOCKER_HOST``, no
+image) would otherwise turn every sample routed to it into a failure. An actor that reports
+so (``SandboxUnavailableError`` making an env, or a ``container_start_failed`` scoring error)
+is marked unhealthy and gets no more work; the samples it could not run are played again on
+the healthy actors, and ``run_ray`` returns a report of it (``summary["ray"]`` in an eval).
+
 Ray is imported only inside these functions: the package works without it.
 
     from gym_sysmath.agents import make_agent
@@ -26,6 +32,7 @@ import os
 import socket
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -35,6 +42,26 @@ from gym_sysmath.evaluation import Outcome, SampleFailure, SampleSpec, close_all
 
 #: Episodes queued on each actor, so it starts the next one while the driver handles the last.
 IN_FLIGHT_PER_WORKER = 2
+
+#: Scoring-error causes that mean the actor's node cannot start a sandbox at all.
+UNSTARTABLE_CAUSES = ("container_start_failed",)
+
+
+@dataclass(frozen=True)
+class SandboxDown:
+    """A sample its actor could not run because the actor's sandbox cannot start there."""
+
+    spec: SampleSpec
+    worker: str
+    reason: str
+
+
+def sandbox_down_reason(outcome: Outcome) -> str | None:
+    """Why ``outcome`` says its node cannot run a sandbox, or None when it is an ordinary result."""
+    if isinstance(outcome, SampleFailure):
+        return outcome.error if outcome.error.startswith("SandboxUnavailableError:") else None
+    scoring_error = outcome.scoring_error or ""
+    return scoring_error if scoring_error.startswith(UNSTARTABLE_CAUSES) else None
 
 
 class RolloutWorker:
@@ -47,8 +74,10 @@ class RolloutWorker:
         self.make_kwargs = dict(make_kwargs)
         self.envs: dict[str, gym.Env] = {}
 
-    def play(self, spec: SampleSpec) -> Outcome:
-        return play(self.envs, self.agent, spec, self.make_kwargs)
+    def play(self, spec: SampleSpec) -> Outcome | SandboxDown:
+        outcome = play(self.envs, self.agent, spec, self.make_kwargs)
+        reason = sandbox_down_reason(outcome)
+        return outcome if reason is None else SandboxDown(spec, self.where(), reason)
 
     def where(self) -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
@@ -88,12 +117,15 @@ def _runtime_env(agent: Agent) -> dict[str, Any] | None:
 
 def run_ray(specs: Sequence[SampleSpec], agent: Agent, on_outcome: Callable[[Outcome], None], *,
             workers: int | None = None, make_kwargs: Mapping[str, Any] | None = None, address: str | None = None,
-            cpus_per_worker: float = 1.0) -> None:
+            cpus_per_worker: float = 1.0) -> dict[str, Any]:
     """Play ``specs`` on up to ``workers`` actors (default: one per cluster CPU), calling
     ``on_outcome`` on the driver as each lands. A dead actor's samples become
-    ``SampleFailure``s and the others carry on."""
+    ``SampleFailure``s and the others carry on; an actor whose sandbox cannot start is marked
+    unhealthy and its samples are played again elsewhere.
+
+    Returns ``{"workers", "unhealthy": [{"worker", "reason", "samples_rerun"}], "samples_rerun"}``."""
     if not specs:
-        return
+        return {"workers": 0, "unhealthy": [], "samples_rerun": 0}
     ray = _ray()
     owned = connect(address)
     actors: list[Any] = []
@@ -107,21 +139,30 @@ def run_ray(specs: Sequence[SampleSpec], agent: Agent, on_outcome: Callable[[Out
         if runtime_env:
             options["runtime_env"] = runtime_env
         actors = [actor_class.options(**options).remote(agent, dict(make_kwargs or {})) for _ in range(count)]
-        _dispatch(ray, actors, deque(specs), on_outcome)
+        unhealthy = dispatch(ray, actors, deque(specs), on_outcome)
+        return {"workers": count, "unhealthy": unhealthy,
+                "samples_rerun": sum(entry["samples_rerun"] for entry in unhealthy)}
     finally:
         _stop(ray, actors)
         if owned:
             ray.shutdown()
 
 
-def _dispatch(ray: Any, actors: list[Any], waiting: deque[SampleSpec], on_outcome: Callable[[Outcome], None]) -> None:
+def dispatch(ray: Any, actors: list[Any], waiting: deque[SampleSpec],
+             on_outcome: Callable[[Outcome], None]) -> list[dict[str, Any]]:
+    """Play ``waiting`` on ``actors`` (``RolloutWorker`` actors), keeping every usable one busy;
+    returns the unhealthy actors' report (``run_ray``'s ``unhealthy``)."""
     in_flight: dict[Any, tuple[Any, SampleSpec]] = {}
     dead: set[int] = set()
+    unhealthy: dict[int, dict[str, Any]] = {}  # by id(actor): its report entry
 
     def submit(actor: Any) -> None:
-        if waiting:
+        if waiting and id(actor) not in dead and id(actor) not in unhealthy:
             spec = waiting.popleft()
             in_flight[actor.play.remote(spec)] = (actor, spec)
+
+    def usable() -> list[Any]:
+        return [actor for actor in actors if id(actor) not in dead and id(actor) not in unhealthy]
 
     for _ in range(IN_FLIGHT_PER_WORKER):
         for actor in actors:
@@ -135,12 +176,24 @@ def _dispatch(ray: Any, actors: list[Any], waiting: deque[SampleSpec], on_outcom
             except Exception as exc:  # an actor or its node died
                 dead.add(id(actor))
                 outcome = SampleFailure(spec, f"ray worker lost: {type(exc).__name__}: {exc}")
-            on_outcome(outcome)
-            if id(actor) not in dead:
+            if isinstance(outcome, SandboxDown):
+                entry = unhealthy.setdefault(id(actor), {"worker": outcome.worker, "reason": outcome.reason[:300],
+                                                         "samples_rerun": 0})
+                entry["samples_rerun"] += 1
+                waiting.appendleft(spec)  # played again on a healthy actor
+                for other in usable():  # an idle healthy actor takes it now
+                    if sum(1 for owner, _ in in_flight.values() if owner is other) < IN_FLIGHT_PER_WORKER:
+                        submit(other)
+                        break
+            else:
+                on_outcome(outcome)
                 submit(actor)
-        if waiting and len(dead) == len(actors):
+        if waiting and not usable():
+            reasons = ("; ".join(sorted({entry["reason"] for entry in unhealthy.values()}))
+                       or "every ray worker was lost")
             while waiting:
-                on_outcome(SampleFailure(waiting.popleft(), "every ray worker was lost"))
+                on_outcome(SampleFailure(waiting.popleft(), f"no healthy ray worker left: {reasons}"[:600]))
+    return list(unhealthy.values())
 
 
 def _stop(ray: Any, actors: Sequence[Any]) -> None:

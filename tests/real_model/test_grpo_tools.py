@@ -1,0 +1,158 @@
+"""A real ``trl.GRPOTrainer`` multi-turn step on SmolLM2-135M-Instruct through
+``SysmathToolEnv`` (``environment_factory``): the model's tool call runs as a Python tool turn of
+the real CsappExact env in the rollout's own sandbox session, TRL feeds the output back, the
+model writes its final turn, and ``SysmathReward`` grades that turn in the same episode.
+
+The 135M model does not write tool calls by itself, so its *first* turn is steered to one: a
+logits processor on its ``generate`` lets through only the tokens of a ``run_code`` call holding
+the task's reference code (the model still computes every logit; TRL still parses the call,
+runs the tool, and trains on those tokens). Its second turn, after the tool output, is free.
+Everything is then checked against a replay in a fresh env: the tool output TRL put in the
+conversation, and the reward and verdict of the final turn.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import gymnasium as gym
+import pytest
+
+from gym_sysmath.integrations.trl import SysmathReward, SysmathToolEnv, build_dataset, close_tool_envs, completion_text
+from gym_sysmath.integrations.trl import _fence as fence
+from gym_sysmath.tasks import csapp
+
+pytestmark = [pytest.mark.docker, pytest.mark.filterwarnings("ignore::FutureWarning"),
+              pytest.mark.filterwarnings("ignore::UserWarning")]
+
+MAX_TURNS = 4
+SYSTEM = "You are a careful engineer. Call run_code to compute, then reply with the answer."
+
+
+class RecordingReward(SysmathReward):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls: list[list] = []
+
+    def __call__(self, *args, **kwargs):
+        rewards = super().__call__(*args, **kwargs)
+        self.calls.append(list(self.last_results))
+        return rewards
+
+
+def scripted_first_turn(model, tokenizer, scripts: dict[str, list[int]]):
+    """Wrap ``model.generate``: rows whose prompt holds no tool response yet (the first turn)
+    may only produce the tokens of their script (chosen by the task's prompt); other rows are free."""
+    import torch
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    generate = model.generate
+
+    class Script(LogitsProcessor):
+        def __init__(self, rows: dict[int, list[int]], start: int):
+            self.rows, self.start = rows, start
+
+        def __call__(self, input_ids, scores):
+            step = input_ids.shape[1] - self.start
+            for row, script in self.rows.items():
+                token = script[step] if step < len(script) else tokenizer.eos_token_id
+                keep = scores[row, token].clone()
+                scores[row] = -torch.inf
+                scores[row, token] = keep
+            return scores
+
+    def steered(*args, **kwargs):
+        input_ids = kwargs["input_ids"]
+        rows = {}
+        for row, ids in enumerate(input_ids.tolist()):
+            text = tokenizer.decode(ids)
+            if "<tool_response>" not in text:
+                rows[row] = next(script for marker, script in scripts.items() if marker in text)
+        kwargs["logits_processor"] = LogitsProcessorList([Script(rows, input_ids.shape[1])])
+        return generate(*args, **kwargs)
+
+    model.generate = steered
+
+
+def replay(row: dict, code: str, final: str) -> tuple[str, float, str]:
+    """A fresh env: the row's task, the tool turn, the final turn -> (tool output, reward, verdict)."""
+    env = gym.make(row["env_id"], max_turns=MAX_TURNS)
+    try:
+        env.reset(seed=row["seed"], options={"task_id": row["task_id"]})
+        output, *_ = env.step(fence(code, "python"))
+        _, reward, terminated, truncated, info = env.step(final)
+        if not (terminated or truncated):
+            _, reward, _, _, info = env.step("No further turns: this is my final reply.")
+        assert info["scoring_error"] is None, info
+        return output, float(reward), info["verdict"]
+    finally:
+        env.close()
+
+
+def test_grpo_trainer_runs_the_envs_tool_turns(model_dir, docker_available, tmp_path, capsys):
+    trl = pytest.importorskip("trl")
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    tasks = {task.task_id: task for task in csapp.load_tasks()}
+    candidates = build_dataset("CsappExact-v0", conversational=True, system_prompt=SYSTEM, max_turns=MAX_TURNS)
+    rows = sorted(candidates, key=lambda row: len(csapp.reference_code(tasks[row["task_id"]])))[:2]
+    codes = {row["task_id"]: csapp.reference_code(tasks[row["task_id"]]) + "\nprint(result)" for row in rows}
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    # SmolLM2's own template has no tool role; Qwen2.5's uses the same <|im_start|>/<|im_end|> tokens and
+    # is one TRL knows how to parse tool calls from.
+    tokenizer.chat_template = qwen2_5_chat_template
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    scripts = {}
+    contents = [row["prompt"][-1]["content"] for row in rows]
+    shared = next(i for i, (a, b) in enumerate(zip(*contents, strict=False)) if a != b)
+    for row, content in zip(rows, contents, strict=True):
+        call = json.dumps({"name": "run_code", "arguments": {"code": codes[row["task_id"]]}})
+        marker = content[shared:shared + 60]  # where the two prompts differ: picks the row's script
+        tokens = tokenizer.encode(f"<tool_call>\n{call}\n</tool_call>", add_special_tokens=False)
+        scripts[marker] = [*tokens, tokenizer.eos_token_id]
+    scripted_first_turn(model, tokenizer, scripts)
+    budget = max(len(script) for script in scripts.values()) + 96  # the call, its output, a short final turn
+
+    config = trl.GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                            max_completion_length=budget, max_steps=1, learning_rate=1e-6, report_to="none",
+                            use_cpu=True, logging_steps=1, save_strategy="no", seed=0, dataloader_num_workers=0,
+                            max_tool_calling_iterations=1)
+    made: list[SysmathToolEnv] = []
+
+    def factory() -> SysmathToolEnv:
+        made.append(SysmathToolEnv(max_turns=MAX_TURNS))
+        return made[-1]
+
+    started = time.perf_counter()
+    try:
+        with RecordingReward() as reward:
+            trainer = trl.GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[reward], args=config,
+                                      train_dataset=Dataset.from_list(rows), environment_factory=factory)
+            trainer.train()
+            batch = trainer._logs  # TRL's buffer behind log_completions: the last generation batch
+            completions, logged = list(batch["completion"]), list(batch["rewards"][reward.__name__])
+            environments = list(trainer.environments)
+        elapsed = time.perf_counter() - started
+        [graded] = reward.calls
+        assert len(graded) == len(completions) == len(environments) == 4
+        verdicts = []
+        for completion, value, result, environment in zip(completions, logged, graded, environments, strict=True):
+            row = next(r for r in rows if r["task_id"] == result.task_id)
+            assert environment.tool_calls == 1  # TRL called the env's tool once, in this rollout's episode
+            tool_messages = [m for m in completion if m["role"] == "tool"]
+            assert [m["name"] for m in tool_messages] == ["run_code"]
+            output, replay_reward, replay_verdict = replay(row, codes[row["task_id"]], completion_text(completion))
+            assert tool_messages[0]["content"] == output  # the env's own observation, deterministic text
+            assert "[status: ok; turn 1 of 4]" in output
+            assert (value, result.reward, result.verdict) == (replay_reward, replay_reward, replay_verdict)
+            verdicts.append(result.verdict)
+    finally:
+        close_tool_envs()
+    with capsys.disabled():
+        print(f"\nreal-model GRPO with tool turns: 1 step x 4 rollouts in {elapsed:.0f} s; verdicts {verdicts}; "
+              f"tool envs made {len(made)}")
