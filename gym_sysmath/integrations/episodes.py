@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -27,7 +27,7 @@ import gymnasium as gym
 if TYPE_CHECKING:
     from gym_sysmath.env import SysmathEnv
 
-__all__ = ["CLOSING_ACTION", "Episode", "ScoringError", "TaskRef", "grade_completion"]
+__all__ = ["CLOSING_ACTION", "Episode", "ScoringError", "TaskRef", "chat_prompt", "grade_completion"]
 
 #: Closes an episode still open after a single-turn completion (graded from what it left).
 CLOSING_ACTION = "No further turns: this is my final reply."
@@ -193,6 +193,14 @@ class Episode:
         if self._own_env and self._env is not None:
             self._env.close()
         self._env = None
+
+
+def chat_prompt(prompt: str | Sequence[Mapping[str, str]], system_prompt: str | None = None) -> list[dict[str, str]]:
+    """A dataset row's prompt as chat messages (a plain prompt becomes the user message)."""
+    if not isinstance(prompt, str):
+        return [dict(message) for message in prompt]
+    return [*([{"role": "system", "content": system_prompt}] if system_prompt else []),
+            {"role": "user", "content": prompt}]
 
 
 def grade_completion(ref: TaskRef, completion: str, *, env_kwargs: Mapping[str, Any] | None = None,

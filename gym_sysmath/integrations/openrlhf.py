@@ -30,7 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gym_sysmath.integrations.episodes import Episode, ScoringError, TaskRef, grade_completion
+from gym_sysmath.integrations.episodes import Episode, ScoringError, TaskRef, chat_prompt, grade_completion
 
 __all__ = ["FEEDBACK", "grade_query", "openrlhf_rows", "reward_func"]
 
@@ -71,15 +71,12 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     return {"rewards": rewards, "scores": rewards.clone(), "extra_logs": {"sysmath_scoring_error": errors}}
 
 
-def openrlhf_rows(rows: Sequence[Mapping[str, Any]], *, max_turns: int | None = 1) -> list[dict[str, Any]]:
+def openrlhf_rows(rows: Sequence[Mapping[str, Any]], *, max_turns: int | None = 1,
+                  system_prompt: str | None = None) -> list[dict[str, Any]]:
     """``build_dataset`` rows (made with this ``max_turns``) as ``{"prompt", "label"}`` for
     ``--data.input_key prompt --data.label_key label`` (chat prompts: ``--data.apply_chat_template``)."""
-    out = []
-    for row in rows:
-        prompt = row["prompt"]
-        out.append({"prompt": [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt),
-                    "label": TaskRef.parse({**row, "max_turns": max_turns}).to_json()})
-    return out
+    return [{"prompt": chat_prompt(row["prompt"], system_prompt),
+             "label": TaskRef.parse({**row, "max_turns": max_turns}).to_json()} for row in rows]
 
 
 try:

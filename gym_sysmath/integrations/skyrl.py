@@ -21,7 +21,7 @@ from typing import Any
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from skyrl_gym.envs.registration import register, registry
 
-from gym_sysmath.integrations.episodes import Episode, TaskRef
+from gym_sysmath.integrations.episodes import Episode, TaskRef, chat_prompt
 
 __all__ = ["ENV_CLASS_PREFIX", "SysmathTextEnv", "env_class", "register_envs", "skyrl_rows"]
 
@@ -94,13 +94,9 @@ def skyrl_rows(rows: Sequence[Mapping[str, Any]], *, max_turns: int | None = Non
     out = []
     for index, row in enumerate(rows):
         ref = TaskRef.parse({**row, "max_turns": max_turns})
-        prompt = row["prompt"]
-        if isinstance(prompt, str):
-            prompt = [*([{"role": "system", "content": system_prompt}] if system_prompt else []),
-                      {"role": "user", "content": prompt}]
         out.append({
             "data_source": ENV_CLASS_PREFIX + ref.env_id,
-            "prompt": list(prompt),
+            "prompt": chat_prompt(row["prompt"], system_prompt),
             "env_class": env_class(ref.env_id),
             "reward_spec": {"method": "rule", "ground_truth": ref.to_json()},
             "extra_info": {"index": index, "env_id": ref.env_id, "task_id": ref.task_id, "split": ref.split,

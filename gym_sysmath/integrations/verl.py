@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gym_sysmath.integrations.episodes import TaskRef, grade_completion
+from gym_sysmath.integrations.episodes import TaskRef, chat_prompt, grade_completion
 
 __all__ = ["DATA_SOURCE_PREFIX", "compute_score", "verl_rows"]
 
@@ -50,13 +50,9 @@ def verl_rows(rows: Sequence[Mapping[str, Any]], *, max_turns: int = 1,
     out = []
     for index, row in enumerate(rows):
         ref = TaskRef.parse({**row, "max_turns": max_turns})
-        prompt = row["prompt"]
-        if isinstance(prompt, str):
-            prompt = [*([{"role": "system", "content": system_prompt}] if system_prompt else []),
-                      {"role": "user", "content": prompt}]
         out.append({
             "data_source": DATA_SOURCE_PREFIX + ref.env_id,
-            "prompt": list(prompt),
+            "prompt": chat_prompt(row["prompt"], system_prompt),
             "ability": "sysmath",
             "reward_model": {"style": "rule", "ground_truth": ref.to_json()},
             "extra_info": {"index": index, "env_id": ref.env_id, "task_id": ref.task_id, "split": ref.split,
