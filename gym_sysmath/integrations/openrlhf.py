@@ -94,6 +94,12 @@ else:
         def __init__(self, *args: Any, **kwargs: Any):
             self.episode: Episode | None = None
 
+        def __del__(self) -> None:
+            # OpenRLHF drops an instance whose token budget ran out without telling it: the
+            # episode's container goes back when the instance does
+            if self.episode is not None:
+                self.episode.close()
+
         async def reset(self, states: dict, **kwargs: Any) -> dict:
             self.episode = Episode(TaskRef.parse(states["label"]), env_kwargs=_env_kwargs(), own_env=True)
             await asyncio.to_thread(self.episode.reset)
