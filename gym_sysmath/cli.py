@@ -37,12 +37,27 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     if args.family == "compgeom" and args.sandbox != "local":
-        return _verify_compgeom_in_sandbox(args.sandbox)
+        return _verify_compgeom_in_sandbox(args.sandbox, args.primitive)
+    if args.primitive:
+        if args.family != "compgeom":
+            raise SystemExit("--primitive applies to compgeom only")
+        from gym_sysmath.tasks import compgeom
+        from gym_sysmath.tasks.compgeom.runner import run_local
+
+        report = compgeom.verify(run_local, primitives=args.primitive, max_workers=os.cpu_count() or 1)
+        print("\n".join(report.lines()))
+        return 0 if report.ok else 1
     module = importlib.import_module(VERIFIERS[args.family])
     return module.main(["--verify"])
 
 
-def _verify_compgeom_in_sandbox(backend: str) -> int:
+def _compgeom_primitives() -> tuple[str, ...]:
+    from gym_sysmath.tasks.compgeom.primitives import PRIMITIVES  # the table alone: no cases are loaded
+
+    return PRIMITIVES
+
+
+def _verify_compgeom_in_sandbox(backend: str, primitives: list[str] | None = None) -> int:
     """Every fixture compiled and run where candidates are: good ones pass, bad ones fail."""
     from gym_sysmath.envs.compgeom import sandbox_runner
     from gym_sysmath.sandbox import Sandbox
@@ -51,7 +66,8 @@ def _verify_compgeom_in_sandbox(backend: str) -> int:
 
     sandbox = Sandbox(backend)
     try:
-        report = compgeom.verify(sandbox_runner(sandbox), max_workers=sandbox.pool_size or default_pool_size())
+        report = compgeom.verify(sandbox_runner(sandbox), primitives=primitives or compgeom.PRIMITIVES,
+                                 max_workers=sandbox.pool_size or default_pool_size())
     finally:
         sandbox.close()
     print("\n".join(report.lines()))
@@ -340,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("family", choices=sorted(VERIFIERS))
     verify.add_argument("--sandbox", default="docker", choices=["docker", "process", "local"],
                         help="compgeom: where fixtures are compiled (local: the host's own g++ and rustc)")
+    verify.add_argument("--primitive", action="append", choices=_compgeom_primitives(), metavar="NAME",
+                        help="compgeom: verify only this primitive's fixtures (repeatable; default: all)")
     verify.set_defaults(func=_verify)
 
     listing = commands.add_parser("list", help="registered ids, families and eval task counts")

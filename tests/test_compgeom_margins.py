@@ -19,10 +19,12 @@ from gym_sysmath.tasks.compgeom.reference import solve
 from gym_sysmath.tasks.compgeom.tolerances import EPS, SIZES, TOLERANCES, uncaught
 from gym_sysmath.tasks.compgeom.variants import DELTA_EXPONENTS, SCALE_EXPONENTS, near_misses, scaled
 
-PRIMITIVES_2D = tuple(p for p in PRIMITIVES if not BY_NAME[p].is_box and not BY_NAME[p].clips_box)
+PRIMITIVES_2D = tuple(p for p in PRIMITIVES if BY_NAME[p].family.name == "2d" and not BY_NAME[p].clips_box)
 TOLERANCE_KINDS = {"aligned_box_aligned_box": {"touch"}, "line2_line2": {"parallel", "collinear"},
-                   **dict.fromkeys(("segment2_aligned_box2", "ray2_aligned_box2", "line2_aligned_box2"),
-                                   {"parallel", "touch", "interval"})}
+                   **{p: {"parallel", "touch", "interval"} for p in
+                      ("segment2_aligned_box2", "ray2_aligned_box2", "line2_aligned_box2", "ray3_aligned_box3")},
+                   "triangle2_triangle2": {"degenerate", "touch"},
+                   "segment3_triangle3": {"parallel", "coplanar", "interval", "touch"}}
 
 
 def hidden(primitive: str) -> tuple[Case, ...]:
@@ -203,7 +205,8 @@ def test_a_near_miss_moves_one_input_by_delta_and_changes_the_branch(primitive, 
     base = _branch(prim, values)
     for move, moved in near_misses(prim, values, delta, lambda v: _branch(prim, v)):
         assert _branch(prim, moved) != base and move.endswith(_branch(prim, moved))
-        changed = [i // 2 for i, (a, b) in enumerate(zip(values, moved, strict=True)) if a != b]
+        owner = [index for index, (_, shape) in enumerate(prim.args) for _ in shape.fields]
+        changed = [owner[i] for i, (a, b) in enumerate(zip(values, moved, strict=True)) if a != b]
         assert len(set(changed)) == 1, (name, move)
         steps = {abs(x - y) for a, b in zip(values, moved, strict=True) for x, y in zip(a, b, strict=True)} - {0}
         assert all(step % delta == 0 and step <= 4 * delta for step in steps), (name, move, steps)

@@ -24,8 +24,9 @@ from gym_sysmath.tasks.compgeom.primitives import BY_NAME
 from gym_sysmath.tasks.compgeom.rational import at, sub
 from gym_sysmath.tasks.compgeom.reference import solve
 
-PRIMITIVES_2D = tuple(p for p in PRIMITIVES if not BY_NAME[p].is_box and not BY_NAME[p].clips_box)
-"""Two linear inputs (the box clipping primitives have their own tests, test_compgeom_box_clip.py)."""
+PRIMITIVES_2D = tuple(p for p in PRIMITIVES if BY_NAME[p].family.name == "2d" and not BY_NAME[p].clips_box)
+"""Two linear inputs (the box clipping primitives have their own tests, test_compgeom_box_clip.py, and
+the triangle and 3D ones test_compgeom_solids.py)."""
 
 
 def case_input(primitive: str, *values: Any) -> dict[str, Any]:

@@ -204,15 +204,15 @@ def _flat_area(form: str) -> dict[str, tuple[tuple[str, str], ...]]:
 
 
 _LIMIT_PY = ("def _separated(",
-             f"def _limit(e: Vec2, d: Vec2) -> float:\n    return {EPS} * (_dot(e, e) * _dot(d, d)) ** 0.5\n\n\n"
-             "def _separated(")
+             f'def _size(e: Vec2, d: Vec2) -> float:\n    """The scale of the tolerance {EPS}."""\n'
+             "    return (_dot(e, e) * _dot(d, d)) ** 0.5\n\n\ndef _separated(")
 
 
 def _beyond(form: str) -> dict[str, tuple[tuple[str, str], ...]]:
     """A vertex counts as beyond an edge's line only when more than eps beyond it."""
     def limit(lang: str) -> str:
         return f"-{EPS}" if form == "abs" else f"-{EPS} * {_SIDE_REL[lang]}"
-    python = "-_limit(e, _sub(p, a))" if form == "rel" else f"-{EPS}"
+    python = f"-{EPS} * _size(e, _sub(p, a))" if form == "rel" else f"-{EPS}"
     return {
         "cpp": (("if (s * perp(e, sub(p, a)) < 0) ++beyond;",
                  f"if (s * perp(e, sub(p, a)) < {limit('cpp')}) ++beyond;"), CMATH),
