@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,11 @@ class ProgramResult:
     exit_codes: tuple[int, ...] = ()
 
 
+#: A batch killed from outside (the host's OOM killer under a full parent cgroup kills the largest
+#: process, which can be a batch that did nothing wrong) is run again, this many times in all.
+BATCH_ATTEMPTS = 5
+
+
 class ToolchainError(RuntimeError):
     """The batch job itself failed (the sandbox, not a program): never a task's answer."""
 
@@ -104,7 +110,7 @@ print(json.dumps(results))
 '''
 
 
-def run_programs(programs: Sequence[Program], lease: Any = None, *, batch: int = 60) -> list[ProgramResult]:
+def run_programs(programs: Sequence[Program], lease: Any = None, *, batch: int = 40) -> list[ProgramResult]:
     """Build and run ``programs`` in the sandbox (a lease of ``gym_sysmath.sandbox.Sandbox``, or
     a fresh one), in batches; results in the same order. Raises ``ToolchainError`` when a batch
     job does not finish cleanly."""
@@ -122,9 +128,14 @@ def run_programs(programs: Sequence[Program], lease: Any = None, *, batch: int =
             chunk = programs[start:start + batch]
             job = Job("python", {"main.py": _RUNNER}, stdin=json.dumps([p.spec() for p in chunk]),
                       limits=limits, cache=False)
-            ran = lease.run(job)
-            if not ran.ok:
-                raise ToolchainError(f"toolchain batch ended {ran.status}: {ran.stderr.strip()[-1000:]}")
+            for attempt in range(BATCH_ATTEMPTS):
+                ran = lease.run(job)
+                if ran.ok:
+                    break
+                time.sleep(2.0 * (attempt + 1))  # let the pressure that killed it pass
+            else:
+                raise ToolchainError(f"toolchain batch ended {ran.status} {BATCH_ATTEMPTS} times: "
+                                     f"{ran.stderr.strip()[-1000:]}")
             for raw in json.loads(ran.stdout):
                 results.append(ProgramResult(
                     built=raw["built"], failed_step=raw["failed_step"], build_log=raw["build_log"],
