@@ -80,10 +80,9 @@ COMMON_CLIP = """\
   There is no tolerance anywhere: every test input is a small integer or a dyadic rational
   (`k/2^m`), chosen so that double precision decides every comparison of the contract exactly:
   the differences `min[i] - origin[i]` and `max[i] - origin[i]` to the box's corners and
-  `p1 - p0` are exact,
-  and so are their products with the direction's components; and two of the values
-  `(min[i] - origin[i]) / d[i]`, `(max[i] - origin[i]) / d[i]` (for either axis), `0`
-  and `1` that differ also differ once each division is rounded. A corner, an edge or an end
+  `p1 - p0` are exact, and so are their products with the direction's components; and two of
+  the values `(min[i] - origin[i]) / d[i]`, `(max[i] - origin[i]) / d[i]` (for either axis),
+  `0` and `1` that differ also differ once each division is rounded. A corner, an edge or an end
   point that touches counts as inside.
 - An input is degenerate when a line or ray direction is `(0, 0)`, a segment has `p0 == p1`, or
   the box has `min.x > max.x` or `min.y > max.y`. Then the result is `invalid`.

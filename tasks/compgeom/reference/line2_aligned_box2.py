@@ -5,10 +5,10 @@
 corners `aligned_box.min` and `aligned_box.max`, its boundary included. Let
 `d = line.direction`.
 
-- `invalid`: `d == (0, 0)`, `min.x > max.x` or `min.y > max.y` (checked
-  first). A flat box (`min.x == max.x` or `min.y == max.y`, down to a single point) is valid.
+- `invalid`: `d == (0, 0)`, `min.x > max.x` or `min.y > max.y` (checked first). A
+  flat box (`min.x == max.x` or `min.y == max.y`, down to a single point) is valid.
 - Clip the line on each axis `i` (x and y):
-  - `d[i] == 0` (the line is parallel to that axis): if `origin[i] < min[i]` or
+  - `d[i] == 0` (the line does not move along axis `i`): if `origin[i] < min[i]` or
     `origin[i] > max[i]` the result is `none`; otherwise the axis keeps every `t`.
   - `d[i] != 0`: keep the `t` between `(min[i] - origin[i]) / d[i]` and
     `(max[i] - origin[i]) / d[i]` (the smaller of the two is where the line enters the

@@ -5,10 +5,10 @@
 between its corners `aligned_box.min` and `aligned_box.max`, its boundary included. Let
 `d = segment.p1 - segment.p0`.
 
-- `invalid`: `segment.p0 == segment.p1`, `min.x > max.x` or `min.y > max.y` (checked first). A
-  flat box (`min.x == max.x` or `min.y == max.y`, down to a single point) is valid.
+- `invalid`: `segment.p0 == segment.p1`, `min.x > max.x` or `min.y > max.y` (checked
+  first). A flat box (`min.x == max.x` or `min.y == max.y`, down to a single point) is valid.
 - Clip the segment's interval `[0, 1]` on each axis `i` (x and y):
-  - `d[i] == 0` (the segment is parallel to that axis): if `p0[i] < min[i]` or
+  - `d[i] == 0` (the segment does not move along axis `i`): if `p0[i] < min[i]` or
     `p0[i] > max[i]` the result is `none`; otherwise the axis keeps every `t`.
   - `d[i] != 0`: keep the `t` between `(min[i] - p0[i]) / d[i]` and
     `(max[i] - p0[i]) / d[i]` (the smaller of the two is where the segment enters the slab).
