@@ -174,7 +174,7 @@ def test_a_timed_out_request_is_a_recorded_retry_and_a_failed_row_that_resume_re
 
 
 def test_model_concurrency_caps_requests_in_flight_while_episodes_run_side_by_side(tmp_path):
-    slow = Behaviour(text="ANSWER: 1", delay_s=0.4)
+    slow = Behaviour(text="ANSWER: 1", delay_s=0.8)  # long enough for the other episodes to ask meanwhile
     with ChatServer(lambda i, body: slow) as server:
         assert eval_cli(server, tmp_path / "one", "-n", "4", "-c", "4") == 0
         assert server.max_in_flight == 1  # the default: one request at a time, a single local server
@@ -327,12 +327,13 @@ def test_ctrl_c_logs_every_episode_in_flight_and_resume_finishes_the_rest(tmp_pa
         process.kill()
     stderr = log.read_text()
     assert process.returncode == 130, stderr[-2000:]
-    assert "interrupted: no new episodes; waiting for the 3 in flight" in stderr
-    assert "Ctrl-C again abandons them" in stderr and stderr.count("still in flight") == 3
+    (flying,) = map(int, re.findall(r"interrupted: no new episodes; waiting for the (\d+) in flight", stderr))
+    assert "Ctrl-C again abandons them" in stderr and stderr.count("still in flight") == flying >= 1
     logged = _logged(out)
-    assert sorted(logged) == sorted(_started(marks)) and len(logged) == 3  # the slowest one included
+    assert sorted(logged) == sorted(_started(marks)) and 3 <= len(logged) < 6  # every one started is logged
+    assert f"{tasks[2].replace('/', '_')}-0" in logged  # the slowest one too
     sessions = read_jsonl(out / "sessions.jsonl")
-    assert sessions[-1]["interrupted"] and sessions[-1]["logged"] == 3
+    assert sessions[-1]["interrupted"] and sessions[-1]["logged"] == len(logged)
     kept = (out / "results.jsonl").read_bytes()
     resumed = subprocess.run(_slow_eval(out, "--resume"), cwd=REPO, env=_slow_env(marks, 0.0), capture_output=True,
                              text=True, timeout=120)
