@@ -139,6 +139,15 @@ def test_a_rate_limit_waits_what_retry_after_asks_and_is_recorded(tmp_path):
     assert retry["retry_after_s"] == 1.0 and retry["wait_s"] == 1.0 and "HTTP 429" in retry["error"]
 
 
+def test_a_server_asking_to_wait_a_day_is_waited_retry_max_wait_at_most(tmp_path):
+    limited = Behaviour(status=429, body="{}", headers={"Retry-After": "86400"})
+    with ChatServer(lambda i, body: limited if i == 0 else "ANSWER: 1") as server:
+        assert eval_cli(server, tmp_path / "run", "-n", "1", "--retry-max-wait", "0.2") == 0
+    (row,) = read_jsonl(tmp_path / "run" / "results.jsonl")
+    (retry,) = row["turns"][0]["retries"]
+    assert retry["retry_after_s"] == 86400 and retry["wait_s"] == 0.2
+
+
 def test_retry_after_reads_seconds_milliseconds_and_http_dates():
     assert retry_after_s({"retry-after": "3"}) == 3.0
     assert retry_after_s({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
@@ -388,12 +397,18 @@ def _visible_samples(dom: str) -> list[str]:
     return re.findall(r'<details class="sample" data-verdict="([a-z_]+)" data-env="[^"]+">', dom)
 
 
+#: A reply that would run script in a page that pasted it as HTML (a model's text is untrusted).
+HOSTILE_HTML = ('<!--<script></script><img src=x onerror="document.body.dataset.pwned=1">'
+                '<script>document.title="pwned"</script>')
+HOSTILE_HTML_SHOWN = "&lt;/script&gt;&lt;img src=x onerror=\"document.body.dataset.pwned=1\"&gt;"
+
+
 def test_the_report_page_shows_the_transcripts_in_a_real_browser(tmp_path, capsys):
     first_turns = itertools.count()
 
     def script(index: int, body: dict) -> str | Behaviour:
         if len(body["messages"]) == 1:
-            return CODE if next(first_turns) % 2 == 0 else "no answer here"
+            return CODE if next(first_turns) % 2 == 0 else f"no answer here {HOSTILE_HTML}"
         return "It printed 2.0.\nANSWER: 2"
 
     with ChatServer(script) as server:
@@ -409,6 +424,10 @@ def test_the_report_page_shows_the_transcripts_in_a_real_browser(tmp_path, capsy
 
     dom = _dump_dom(page)
     assert 'data-ready="1"' in dom
+    # The model's text is shown, never parsed as markup or run (the page's own scripts aside).
+    shown = re.sub(r"<script\b.*?</script>", "", dom, flags=re.DOTALL)
+    assert HOSTILE_HTML_SHOWN in shown and "<img" not in shown
+    assert 'data-pwned="1"' not in shown and "<title>pwned" not in shown
     assert sorted(_visible_samples(dom)) == verdicts
     assert f"{len(rows)} of {len(rows)} samples shown" in dom
     assert '<span class="kw">import</span>' in dom and '<span class="com"># two</span>' in dom  # highlighted

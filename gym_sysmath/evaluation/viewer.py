@@ -60,7 +60,9 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
 
 def render(data: Mapping[str, Any]) -> str:
     """The page for ``data`` (``samples``, ``summary``, ``header``, ``run_dir``)."""
-    payload = json.dumps(data, default=str, ensure_ascii=True).replace("</", "<\\/")
+    # Every "<" as \u003c (it only occurs inside JSON strings): no "</script>" and no "<!--"
+    # in a model's text can end or re-open the data's script element.
+    payload = json.dumps(data, default=str, ensure_ascii=True).replace("<", "\\u003c")
     title = html.escape(f"gym-sysmath eval: {data.get('run_dir', '')}")
     return _PAGE.replace("__TITLE__", title).replace("__DATA__", payload)
 
