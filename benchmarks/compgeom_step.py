@@ -11,7 +11,7 @@ For each language, in one run on one machine:
 - bare: the same compiler command and run inside a warm container of the same image, timed
   inside the container (no docker exec overhead counted).
 
-    python benchmarks/compgeom_step.py [--repeats 3]
+    python benchmarks/compgeom_step.py [--repeats 3] [--primitive segment2_segment2]
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ COMMANDS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--primitive", default=PRIMITIVE, choices=compgeom.PRIMITIVES)
     args = parser.parse_args()
     client = image.docker_client()
     # the same one-CPU quota as a pool container, so both sides compile on the same budget
@@ -61,7 +62,7 @@ def main() -> None:
     rows = []
     try:
         for language in compgeom.LANGUAGES:
-            (task,) = compgeom.load_tasks([PRIMITIVE], [language])
+            (task,) = compgeom.load_tasks([args.primitive], [language])
             solution = compgeom.reference_solution(task)
             env = gym.make("CompGeom-v0", languages=[language], max_turns=1)
             twice = gym.make("CompGeom-v0", languages=[language], max_turns=2)
