@@ -483,8 +483,9 @@ class OpenAIAgent(Agent):
                 message = f"HTTP {exc.code} from {request.full_url}: {detail or exc.reason}"
                 if exc.code in (400, 413, 422) and CONTEXT_OVERFLOW.search(detail):
                     raise ContextOverflow(message) from None
-                retryable = exc.code in RETRYABLE_STATUS and (exc.headers or {}).get("x-should-retry") != "false"
-                asked = retry_after_s(exc.headers)
+                headers = {key.lower(): value for key, value in (exc.headers or {}).items()}
+                retryable = exc.code in RETRYABLE_STATUS and headers.get("x-should-retry") != "false"
+                asked = retry_after_s(headers)
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
                 reason = getattr(exc, "reason", exc)
                 kind = "timed out" if isinstance(reason, TimeoutError) else "unreachable"

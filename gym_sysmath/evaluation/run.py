@@ -167,7 +167,8 @@ def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
             turns.append(_jsonable(dict(reply.record or {})))
             agent_s += time.perf_counter() - mark
             mark = time.perf_counter()
-            next_observation, reward, terminated, truncated, info = env.step(action)
+            next_observation, step_reward, terminated, truncated, info = env.step(action)
+            reward = float(step_reward)
             env_s += time.perf_counter() - mark
             logged = action if isinstance(action, str) else repr(action)
             history += [{"role": "user", "content": observation}, {"role": "assistant", "content": logged}]

@@ -63,7 +63,7 @@ def _usage(results: Sequence[SampleResult]) -> dict[str, Any] | None:
     records = [turn for result in results for turn in result.turns if turn]
     if not records:
         return None
-    tokens = Counter()
+    tokens: Counter[str] = Counter()
     for record in records:
         for key, value in (record.get("usage") or {}).items():
             if isinstance(value, int) and not isinstance(value, bool):
