@@ -248,6 +248,21 @@ def test_a_redirect_is_refused_so_the_key_stays_on_its_host(tmp_path, monkeypatc
     assert row["verdict"] == "failed" and "redirect" in row["error"] and "refused" in row["error"]
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--extra-body", "{top_k: 5}"], "--extra-body is not JSON"),
+    (["--extra-body", "[1]"], "--extra-body must be a JSON object"),
+    (["--model-concurrency", "0"], "--model-concurrency must be at least 1"),
+    (["--rpm", "0"], "--rpm above 0"),
+    (["--choices-per-request", "0"], "--choices-per-request must be at least 1"),
+    (["--retry-max-wait", "-1"], "--retry-max-wait must be >= 0"),
+])
+def test_a_bad_request_setting_is_one_line_before_any_request(tmp_path, capsys, args, says):
+    with ChatServer() as server:
+        assert eval_cli(server, tmp_path / "run", "-n", "1", *args) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1 and server.requests == []
+
+
 def test_the_agent_pickles_without_its_limiter():
     import pickle
 
