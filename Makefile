@@ -8,7 +8,7 @@ CLI := $(VENV)/bin/gym-sysmath
 
 REAL_MODEL := $(VENV)/share/gym-sysmath/smollm2/.installed
 
-.PHONY: setup frameworks docker browser toolchains image test run bench lint typecheck real-model test-real-model
+.PHONY: setup frameworks docker browser toolchains image test test-fast run bench lint typecheck real-model test-real-model
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -57,6 +57,11 @@ image: setup docker
 
 test: image browser frameworks toolchains
 	$(PY) -m pytest -q
+
+# no Docker daemon (pointed at nothing, so a test that needs one skips), no compilers, no trainers
+test-fast: setup
+	CI= DOCKER_HOST=unix:///nonexistent/gym-sysmath-test-fast.sock \
+	    $(PY) -m pytest -q -p no:cacheprovider -m "not docker and not slow and not real_model"
 
 run: image
 	$(CLI) eval --all --agent reference --agent random

@@ -95,3 +95,30 @@ def image_withdrawn():
     finally:
         for box, tag in zip(boxes, saved, strict=True):
             box.image_tag = tag
+
+
+#: Fixtures that reach the Docker daemon; a test that uses one (directly or through another
+#: fixture) is a `docker` test, so `make test-fast` (``-m "not docker"``) never needs a daemon.
+DOCKER_FIXTURES = frozenset({"docker_available", "sandbox"})
+
+#: Tests that need no daemon but take seconds each (host compilers, Ray, a browser, a kernel, a
+#: trainer, a subprocess CLI): `slow`, left out of `make test-fast`. Node-id prefixes.
+SLOW_TESTS = (
+    "tests/test_compgeom_harness.py::",  # builds every fixture with the host g++ and rustc
+    "tests/test_ray_rollouts.py::",
+    "tests/test_notebook.py::",
+    "tests/test_eval_llm.py::test_the_report_page_shows_the_transcripts_in_a_real_browser",
+    "tests/test_eval_llm.py::test_ctrl_c_",
+    "tests/test_eval_llm.py::test_a_second_ctrl_c_",
+    "tests/test_verifiers.py::test_vf_eval_runs_the_taskset_end_to_end",
+    "tests/test_sb3.py::test_short_ppo_run_beats_random_on_the_same_seeded_tasks",
+    "tests/test_trl_reward.py::test_grpo_",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.docker)
+        if item.nodeid.startswith(SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)
