@@ -4,15 +4,18 @@ the real CsappExact env in the rollout's own sandbox session, TRL feeds the outp
 model writes its final turn, and ``SysmathReward`` grades that turn in the same episode.
 
 The 135M model does not write tool calls by itself, so its *first* turn is steered to one: a
-logits processor on its ``generate`` lets through only the tokens of a ``run_code`` call holding
-the task's reference code (the model still computes every logit; TRL still parses the call,
-runs the tool, and trains on those tokens). Its second turn, after the tool output, is free.
-Everything is then checked against a replay in a fresh env: the tool output TRL put in the
-conversation, and the reward and verdict of the final turn.
+logits processor on its ``generate`` lets through only the tokens of a ``run_code`` call that
+sets ``result = [0]`` in the session (the model still computes every logit; TRL still parses
+the call, runs the tool, and trains on those tokens). Its second turn, after the tool output,
+is free (at most ``FINAL_TOKENS``, for the tier's time). Everything is then checked against a
+replay in a fresh env: the tool output TRL put in the conversation, and the reward and verdict
+of the final turn, which come from the same session (a final turn without an ANSWER line is
+graded on ``result``: ``wrong_answer``, where a fresh episode would give ``format_error``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 
@@ -21,12 +24,13 @@ import pytest
 
 from gym_sysmath.integrations.trl import SysmathReward, SysmathToolEnv, build_dataset, close_tool_envs, completion_text
 from gym_sysmath.integrations.trl import _fence as fence
-from gym_sysmath.tasks import csapp
 
 pytestmark = [pytest.mark.docker, pytest.mark.filterwarnings("ignore::FutureWarning"),
               pytest.mark.filterwarnings("ignore::UserWarning")]
 
 MAX_TURNS = 4
+FINAL_TOKENS = 24
+CODE = "result = [0]\nprint('result set')"
 SYSTEM = "You are a careful engineer. Call run_code to compute, then reply with the answer."
 
 
@@ -41,9 +45,9 @@ class RecordingReward(SysmathReward):
         return rewards
 
 
-def scripted_first_turn(model, tokenizer, scripts: dict[str, list[int]]):
+def scripted_first_turn(model, tokenizer, script: list[int]):
     """Wrap ``model.generate``: rows whose prompt holds no tool response yet (the first turn)
-    may only produce the tokens of their script (chosen by the task's prompt); other rows are free."""
+    may only produce the tokens of ``script``; the turn after the tool output is free."""
     import torch
     from transformers import LogitsProcessor, LogitsProcessorList
 
@@ -68,8 +72,12 @@ def scripted_first_turn(model, tokenizer, scripts: dict[str, list[int]]):
         for row, ids in enumerate(input_ids.tolist()):
             text = tokenizer.decode(ids)
             if "<tool_response>" not in text:
-                rows[row] = next(script for marker, script in scripts.items() if marker in text)
-        kwargs["logits_processor"] = LogitsProcessorList([Script(rows, input_ids.shape[1])])
+                rows[row] = script
+        if rows:
+            kwargs["logits_processor"] = LogitsProcessorList([Script(rows, input_ids.shape[1])])
+        else:  # the turn after the tool output: the model's own, kept short
+            kwargs["generation_config"] = copy.deepcopy(kwargs["generation_config"])
+            kwargs["generation_config"].max_new_tokens = FINAL_TOKENS
         return generate(*args, **kwargs)
 
     model.generate = steered
@@ -97,26 +105,18 @@ def test_grpo_trainer_runs_the_envs_tool_turns(model_dir, docker_available, tmp_
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    tasks = {task.task_id: task for task in csapp.load_tasks()}
     candidates = build_dataset("CsappExact-v0", conversational=True, system_prompt=SYSTEM, max_turns=MAX_TURNS)
-    rows = sorted(candidates, key=lambda row: len(csapp.reference_code(tasks[row["task_id"]])))[:2]
-    codes = {row["task_id"]: csapp.reference_code(tasks[row["task_id"]]) + "\nprint(result)" for row in rows}
+    rows = candidates[:2]
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     # SmolLM2's own template has no tool role; Qwen2.5's uses the same <|im_start|>/<|im_end|> tokens and
     # is one TRL knows how to parse tool calls from.
     tokenizer.chat_template = qwen2_5_chat_template
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    scripts = {}
-    contents = [row["prompt"][-1]["content"] for row in rows]
-    shared = next(i for i, (a, b) in enumerate(zip(*contents, strict=False)) if a != b)
-    for row, content in zip(rows, contents, strict=True):
-        call = json.dumps({"name": "run_code", "arguments": {"code": codes[row["task_id"]]}})
-        marker = content[shared:shared + 60]  # where the two prompts differ: picks the row's script
-        tokens = tokenizer.encode(f"<tool_call>\n{call}\n</tool_call>", add_special_tokens=False)
-        scripts[marker] = [*tokens, tokenizer.eos_token_id]
-    scripted_first_turn(model, tokenizer, scripts)
-    budget = max(len(script) for script in scripts.values()) + 96  # the call, its output, a short final turn
+    call = json.dumps({"name": "run_code", "arguments": {"code": CODE}})
+    script = [*tokenizer.encode(f"<tool_call>\n{call}\n</tool_call>", add_special_tokens=False), tokenizer.eos_token_id]
+    scripted_first_turn(model, tokenizer, script)
+    budget = len(script) + 32 + FINAL_TOKENS  # the call, its output, the answer
 
     config = trl.GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
                             max_completion_length=budget, max_steps=1, learning_rate=1e-6, report_to="none",
@@ -146,7 +146,7 @@ def test_grpo_trainer_runs_the_envs_tool_turns(model_dir, docker_available, tmp_
             assert environment.tool_calls == 1  # TRL called the env's tool once, in this rollout's episode
             tool_messages = [m for m in completion if m["role"] == "tool"]
             assert [m["name"] for m in tool_messages] == ["run_code"]
-            output, replay_reward, replay_verdict = replay(row, codes[row["task_id"]], completion_text(completion))
+            output, replay_reward, replay_verdict = replay(row, CODE, completion_text(completion))
             assert tool_messages[0]["content"] == output  # the env's own observation, deterministic text
             assert "[status: ok; turn 1 of 4]" in output
             assert (value, result.reward, result.verdict) == (replay_reward, replay_reward, replay_verdict)
