@@ -9,12 +9,6 @@ import sys
 
 from gym_sysmath.terminal import escape_controls
 
-VERIFIERS = {
-    "csapp": "gym_sysmath.tasks.csapp.build",
-    "linalg": "gym_sysmath.tasks.linalg.build",
-    "compgeom": "gym_sysmath.tasks.compgeom.build",
-}
-
 
 def _sandbox(args: argparse.Namespace) -> int:
     from gym_sysmath.sandbox import image
@@ -36,42 +30,17 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    if args.family == "compgeom" and args.sandbox != "local":
-        return _verify_compgeom_in_sandbox(args.sandbox, args.primitive)
-    if args.primitive:
-        if args.family != "compgeom":
-            raise SystemExit("--primitive applies to compgeom only")
-        from gym_sysmath.tasks import compgeom
-        from gym_sysmath.tasks.compgeom.runner import run_local
+    """The family's own verifier, named by its registry row."""
+    from gym_sysmath.families import family
 
-        report = compgeom.verify(run_local, primitives=args.primitive, max_workers=os.cpu_count() or 1)
-        print("\n".join(report.lines()))
-        return 0 if report.ok else 1
-    module = importlib.import_module(VERIFIERS[args.family])
-    return module.main(["--verify"])
+    module, _, function = family(args.family).verifier.partition(":")
+    return int(getattr(importlib.import_module(module), function)(args))
 
 
 def _compgeom_primitives() -> tuple[str, ...]:
     from gym_sysmath.tasks.compgeom.primitives import PRIMITIVES  # the table alone: no cases are loaded
 
     return PRIMITIVES
-
-
-def _verify_compgeom_in_sandbox(backend: str, primitives: list[str] | None = None) -> int:
-    """Every fixture compiled and run where candidates are: good ones pass, bad ones fail."""
-    from gym_sysmath.envs.compgeom import sandbox_runner
-    from gym_sysmath.sandbox import Sandbox
-    from gym_sysmath.sandbox.pool import default_pool_size
-    from gym_sysmath.tasks import compgeom
-
-    sandbox = Sandbox(backend)
-    try:
-        report = compgeom.verify(sandbox_runner(sandbox), primitives=primitives or compgeom.PRIMITIVES,
-                                 max_workers=sandbox.pool_size or default_pool_size())
-    finally:
-        sandbox.close()
-    print("\n".join(report.lines()))
-    return 0 if report.ok else 1
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -227,6 +196,7 @@ def _eval(args: argparse.Namespace) -> int:
     from gym_sysmath import env_ids
     from gym_sysmath.agents import AgentError, make_agent
     from gym_sysmath.evaluation import EvalError, evaluate, exit_code, format_breakdowns, format_scoreboard
+    from gym_sysmath.families import primary_ids
 
     registered = env_ids()
     requested = [*args.env_ids, *args.extra_env_ids]
@@ -260,7 +230,7 @@ def _eval(args: argparse.Namespace) -> int:
 
             stack.callback(_disconnect, connect(None if ray is True else ray))
         for agent in agents:
-            ids = list(registered) if args.all else requested or list(agent.env_ids()) or list(registered)
+            ids = list(primary_ids()) if args.all else requested or list(agent.env_ids()) or list(primary_ids())
             out = None if args.out is None else Path(args.out) / (_slug(agent.name) if len(agents) > 1 else "")
             runs.append(evaluate(ids, agent, n=args.n, rollouts=args.r, seed=args.seed, concurrency=args.c,
                                  out=out, resume=args.resume, overwrite=args.overwrite, make_kwargs=make_kwargs,
@@ -340,6 +310,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from gym_sysmath.families import families
+
     parser = argparse.ArgumentParser(prog="gym-sysmath", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -353,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.set_defaults(func=_sandbox)
 
     verify = commands.add_parser("verify", help="re-check a family's task keys independently")
-    verify.add_argument("family", choices=sorted(VERIFIERS))
+    verify.add_argument("family", choices=sorted(row.name for row in families()))
     verify.add_argument("--sandbox", default="docker", choices=["docker", "process", "local"],
                         help="compgeom: where fixtures are compiled (local: the host's own g++ and rustc)")
     verify.add_argument("--primitive", action="append", choices=_compgeom_primitives(), metavar="NAME",
@@ -386,8 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "openai (--model ...), python MODULE:FUNCTION (a callable (observation, history, info) "
                     "-> str), responses FILE.jsonl (score already-generated outputs). Exits non-zero when "
                     "the reference agent is below 100%% or any sample failed to score.")
-    evaluation.add_argument("env_ids", nargs="*", help="ids to evaluate (default: all registered)")
-    evaluation.add_argument("--all", action="store_true", help="every registered id")
+    evaluation.add_argument("env_ids", nargs="*", help="ids to evaluate (default: each family's primary id)")
+    evaluation.add_argument("--all", action="store_true",
+                            help="every family once, by its primary id (aliases such as CompGeomCpp-v0 are subsets)")
     evaluation.add_argument("--agent", action=_AgentAction, nargs="+", metavar="AGENT",
                             help="reference | random | openai | python MODULE:FUNCTION | responses FILE.jsonl; "
                                  "repeat to evaluate several (default: reference)")

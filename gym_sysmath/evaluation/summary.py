@@ -13,9 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gym_sysmath.evaluation.run import CONTEXT_OVERFLOW, FAILED, SampleResult
+from gym_sysmath.families import breakdown_keys, every_breakdown_key
 
-#: Task metadata keys that get a per-value accuracy breakdown, when a family provides them.
-BREAKDOWN_KEYS = ("category", "difficulty", "topic", "language")
+#: Every family's breakdown keys (each family declares its own in its registry row).
+BREAKDOWN_KEYS = every_breakdown_key()
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
 SCORING_ERROR = "scoring_error"
 FORMAT_ERROR = "format_error"
@@ -81,7 +82,7 @@ def _value_order(value: str) -> tuple[int, str]:
     return (DIFFICULTY_ORDER.index(value) if value in DIFFICULTY_ORDER else len(DIFFICULTY_ORDER), value)
 
 
-def _group_stats(results: Sequence[SampleResult], breakdowns: bool) -> dict[str, Any]:
+def _group_stats(results: Sequence[SampleResult], breakdowns: tuple[str, ...] | None = None) -> dict[str, Any]:
     stats = _counts(results)
     stats["tasks"] = len({(r.env_id, r.task_id) for r in results})
     stats["pass_at_k"] = _pass_at_k(results)
@@ -89,9 +90,9 @@ def _group_stats(results: Sequence[SampleResult], breakdowns: bool) -> dict[str,
     usage = _usage(results)
     if usage:
         stats["usage"] = usage
-    if breakdowns:
+    if breakdowns is not None:
         stats["breakdowns"] = {}
-        for key in BREAKDOWN_KEYS:
+        for key in breakdowns:
             groups: dict[str, list[SampleResult]] = {}
             for result in results:
                 if key in result.metadata:
@@ -111,6 +112,6 @@ def summarize(results: Iterable[SampleResult], config: Mapping[str, Any] | None 
         by_env.setdefault(result.env_id, []).append(result)
     return {
         "config": dict(config or {}),
-        "envs": {env_id: _group_stats(members, breakdowns=True) for env_id, members in by_env.items()},
-        "overall": _group_stats(ordered, breakdowns=False),
+        "envs": {env_id: _group_stats(members, breakdown_keys(env_id)) for env_id, members in by_env.items()},
+        "overall": _group_stats(ordered),
     }
