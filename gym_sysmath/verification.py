@@ -10,7 +10,7 @@ import importlib
 import os
 
 
-def _build_main(module: str, args: argparse.Namespace) -> int:
+def build_main(module: str, args: argparse.Namespace) -> int:
     """A family whose ``build`` module's ``--verify`` is its whole check."""
     if args.primitive:
         raise SystemExit(f"--primitive applies to compgeom only, not {args.family}")
@@ -18,11 +18,11 @@ def _build_main(module: str, args: argparse.Namespace) -> int:
 
 
 def csapp(args: argparse.Namespace) -> int:
-    return _build_main("gym_sysmath.tasks.csapp.build", args)
+    return build_main("gym_sysmath.tasks.csapp.build", args)
 
 
 def linalg(args: argparse.Namespace) -> int:
-    return _build_main("gym_sysmath.tasks.linalg.build", args)
+    return build_main("gym_sysmath.tasks.linalg.build", args)
 
 
 def compgeom(args: argparse.Namespace) -> int:
