@@ -1,4 +1,4 @@
-"""The template registry and the fixed eval set: 40 template instances with chosen parameters.
+"""The template registry and the fixed eval set: template instances with chosen parameters.
 
 Only parameters are written here. Every key is computed from them by ``instantiate``, which also
 asserts each template's trap, so a parameter edit that empties a question fails the build.
@@ -9,11 +9,12 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
-from . import bits, cache, floats, integers, memory
+from . import bits, cache, concurrency, floats, integers, memory, processes, vm
 from .template import Template
 
 TEMPLATES: MappingProxyType[str, Template] = MappingProxyType(
-    {t.name: t for module in (integers, floats, bits, memory, cache) for t in module.TEMPLATES}
+    {t.name: t for module in (integers, floats, bits, memory, cache, processes, vm, concurrency)
+     for t in module.TEMPLATES}
 )
 
 EVAL_SET: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -70,4 +71,116 @@ EVAL_SET: tuple[tuple[str, str, dict[str, Any]], ...] = (
      {"sets": 2, "ways": 2, "block": 32, "trace": [0x010, 0x05C, 0x004, 0x03C, 0x088, 0x044, 0x018, 0x024]}),
     ("cache-two-passes", "two_passes",
      {"elem": "double", "n": 96, "stride": 2, "base": 0x10000, "sets": 16, "ways": 1, "block": 32}),
+    # processes, vm, concurrency: keys from exhaustive models (processes.py, vm.py, concurrency.py),
+    # each cross-checked by a second model, and the C of processes and concurrency run in the sandbox
+    # processes (8)
+    ("proc-fork-line-count", "fork_line_count",
+     {"x0": 0,
+      "body": [["say", "A"], ["fork"], ["child", [["say", "B"]]], ["child", [["say", "C"]]], ["fork"], ["say", "D"]],
+      "ask": "B"}),
+    ("proc-fork-line-count-nested", "fork_line_count",
+     {"x0": 0,
+      "body": [["say", "A"], ["child", [["say", "B"]]], ["fork"], ["fork"], ["child", [["say", "C"], ["fork"]]],
+               ["say", "D"]],
+      "ask": "D"}),
+    ("proc-wait-orderings", "fork_wait_orderings",
+     {"x0": 0,
+      "body": [["say", "A"], ["child", [["say", "B"]]], ["wait"], ["say", "C"], ["child", [["say", "D"]]],
+               ["say", "E"], ["say", "F"]],
+      "candidates": [["A", "B", "C", "E", "D", "F"], ["C", "D", "B", "E", "A", "F"], ["D", "B", "F", "C", "A", "E"],
+                     ["D", "F", "E", "C", "B", "A"]]}),
+    ("proc-wait-orderings-grandchild", "fork_wait_orderings",
+     {"x0": 0,
+      "body": [["say", "A"], ["child", [["say", "B"], ["child", [["say", "C"]]], ["wait"]]], ["wait"], ["say", "D"],
+               ["child", [["say", "E"], ["child", [["say", "F"]]], ["say", "G"]]], ["say", "H"], ["say", "I"]],
+      "candidates": [["A", "B", "C", "D", "E", "F", "H", "I", "G"], ["C", "E", "A", "D", "H", "G", "F", "B", "I"],
+                     ["D", "E", "F", "G", "A", "H", "B", "I", "C"], ["D", "G", "F", "I", "E", "C", "B", "H", "A"]]}),
+    ("proc-private-copies", "fork_private_memory",
+     {"x0": 19,
+      "body": [["show", "A"], ["child", [["add", 5], ["show", "B"]]], ["add", 1],
+               ["child", [["add", 4], ["show", "C"], ["fork"]]], ["add", 2], ["show", "D"]]}),
+    ("proc-private-copies-deep", "fork_private_memory",
+     {"x0": 15,
+      "body": [["add", 8], ["show", "A"], ["fork"], ["add", 3], ["show", "B"], ["fork"], ["add", 6],
+               ["child", [["add", 2], ["show", "C"], ["fork"]]], ["add", 8], ["show", "D"]]}),
+    ("proc-signals-merge", "signals_not_queued",
+     {"kills": 2, "child_says": [1], "parent_says": False}),
+    ("proc-signals-merge-interleaved", "signals_not_queued",
+     {"kills": 4, "child_says": [0, 1], "parent_says": True}),
+    # vm (7)
+    ("vm-translate-decoy-tag", "address_translation",
+     {"vbits": 18,
+      "pbits": 16,
+      "page": 256,
+      "tlb_sets": 8,
+      "tlb_ways": 2,
+      "tlb": [[0, 84, 238], [6, 78, 213], [7, 35, 211]],
+      "pt": [[127, 115], [284, 183], [676, 196], [847, 156]],
+      "va": 72951}),
+    ("vm-translate-big-pages", "address_translation",
+     {"vbits": 20,
+      "pbits": 18,
+      "page": 4096,
+      "tlb_sets": 16,
+      "tlb_ways": 2,
+      "tlb": [[3, 2, 2], [8, 10, 40], [9, 1, 4], [15, 2, 61], [15, 6, 16]],
+      "pt": [[20, 21], [70, 26], [189, 39], [194, 31]],
+      "va": 85741}),
+    ("vm-tlb-trace", "tlb_trace",
+     {"vbits": 20,
+      "pbits": 20,
+      "page": 1024,
+      "tlb_sets": 4,
+      "tlb_ways": 1,
+      "trace": [130201, 130390, 86616, 61976, 86908, 61758, 62000]}),
+    ("vm-tlb-trace-two-way", "tlb_trace",
+     {"vbits": 20,
+      "pbits": 20,
+      "page": 256,
+      "tlb_sets": 2,
+      "tlb_ways": 1,
+      "trace": [42242, 42385, 6698, 5662, 42433, 5844, 6797, 42365, 6862, 6865]}),
+    ("vm-fifo-lru-opt", "replacement_policies",
+     {"refs": [3, 3, 0, 1, 3, 2, 0, 0, 3, 0, 3], "frames": 3}),
+    ("vm-fifo-lru-opt-long", "replacement_policies",
+     {"refs": [0, 1, 2, 2, 1, 3, 3, 0, 2, 1, 3, 0, 1, 0, 0, 2], "frames": 3}),
+    ("vm-fifo-more-frames", "fifo_more_frames",
+     {"refs": [6, 2, 4, 8, 6, 2, 0, 6, 2, 4, 8, 0, 6, 4], "frames": 3}),
+    # concurrency (7)
+    ("conc-lost-updates", "lost_updates",
+     {"threads": [[["inc", "count", 3]], [["inc", "count", 3]]], "mem": {"count": 0}, "final": "count"}),
+    ("conc-lost-updates-five", "lost_updates",
+     {"threads": [[["inc", "count", 5]], [["inc", "count", 5]]], "mem": {"count": 0}, "final": "count"}),
+    ("conc-unlocked-outputs", "mutex_outputs",
+     {"threads": [[["add", "x", 7], ["add", "x", 2], ["show", "A", "x"]],
+                  [["add", "x", 4], ["add", "x", 8], ["show", "B", "x"]]],
+      "mem": {"x": 3},
+      "final": "x",
+      "mutex": False,
+      "candidates": [["A 12", "B 24", "x 24"], ["B 15", "A 24", "x 24"], ["x 24", "B 15", "A 24"]]}),
+    ("conc-locked-outputs", "mutex_outputs",
+     {"threads": [[["lock"], ["add", "x", 1], ["show", "A", "x"], ["unlock"]],
+                  [["lock"], ["add", "x", 9], ["add", "x", 7], ["show", "B", "x"], ["unlock"]]],
+      "mem": {"x": 2},
+      "final": "x",
+      "mutex": True,
+      "candidates": [["A 12", "B 18", "x 18"], ["B 18", "A 12", "x 18"], ["B 18", "A 19", "x 19"]]}),
+    ("conc-semaphore-order", "semaphore_order",
+     {"threads": [[["say", "A"], ["say", "B"]], [["P", "s"], ["say", "C"], ["say", "D"]],
+                  [["say", "E"], ["say", "F"], ["V", "s"]]],
+      "mem": {"s": 0},
+      "sems": {"s": 0},
+      "candidates": [["A", "D", "F", "B", "C", "E"], ["C", "F", "D", "B", "A", "E"], ["E", "F", "A", "B", "C", "D"]]}),
+    ("conc-semaphore-two", "semaphore_order",
+     {"threads": [[["say", "A"], ["V", "s"], ["V", "t"], ["say", "B"]], [["say", "C"], ["say", "D"]],
+                  [["P", "s"], ["P", "t"], ["say", "E"], ["say", "F"]]],
+      "mem": {"s": 0, "t": 0},
+      "sems": {"s": 0, "t": 0},
+      "candidates": [["A", "C", "D", "E", "F", "B"], ["C", "D", "F", "E", "A", "B"], ["F", "B", "C", "E", "D", "A"]]}),
+    ("conc-unlocked-outputs-short", "mutex_outputs",
+     {"threads": [[["add", "x", 5], ["show", "A", "x"]], [["add", "x", 1], ["add", "x", 7], ["show", "B", "x"]]],
+      "mem": {"x": 0},
+      "final": "x",
+      "mutex": False,
+      "candidates": [["A 5", "B 13", "x 13"], ["A 6", "B 13", "x 13"], ["x 13", "B 13", "A 6"]]}),
 )

@@ -3,11 +3,11 @@
 A template's level of an instance is where its *measure* (by default ``param_size``: how many
 bits, digits and list elements the parameters hold; a template may state its own, such as the
 number of ``fork`` calls) falls among the measures of a fixed calibration sample of that
-template's own sampler, split into thirds. The split is the same on every machine (the
-calibration generator is seeded by the template's name), and an eval task's level is computed
-the same way as a train draw's.
-The split is by rank among the calibration's distinct measures, so it does not collapse when
-many draws share one measure; a level may then hold more or fewer than a third of the draws.
+template's own sampler, split into thirds by mid-rank (a measure many draws share goes to one
+level as a whole). The split is the same on every machine (the calibration generator is seeded
+by the template's name), and an eval task's level is computed the same way as a train draw's.
+Where ties would leave a level empty, the split goes by rank among the distinct measures
+instead, so every template keeps three levels; a level may then hold few of the draws.
 
 A template whose measure takes fewer than three values has fewer levels; ``levels_of`` says
 which, and the train split draws a requested level only from templates that have it.
@@ -69,24 +69,40 @@ def _calibration_rng(name: str) -> np.random.Generator:
 
 
 @functools.cache
-def _calibration(template: Template) -> tuple[float, ...]:
-    """The distinct measures of ``CALIBRATION_DRAWS`` draws of the template's sampler, sorted."""
+def _calibration(template: Template) -> tuple[tuple[float, ...], bool]:
+    """The measures of ``CALIBRATION_DRAWS`` draws of the template's sampler, sorted, and
+    whether levels go by rank among the distinct values (see ``level_of``)."""
     rng = _calibration_rng(template.name)
-    return tuple(sorted({measure(template, template.sample(rng)) for _ in range(CALIBRATION_DRAWS)}))
+    values = tuple(sorted(measure(template, template.sample(rng)) for _ in range(CALIBRATION_DRAWS)))
+    by_midrank = {_midrank_level(values, v) for v in values}
+    return values, len(by_midrank) < len(LEVELS) <= len(set(values))
+
+
+def _midrank_level(values: tuple[float, ...], m: float) -> int:
+    share = (bisect.bisect_left(values, m) + bisect.bisect_right(values, m)) / (2 * len(values))
+    return min(len(LEVELS) - 1, int(share * len(LEVELS)))
+
+
+def _level_index(template: Template, m: float) -> int:
+    values, by_distinct = _calibration(template)
+    if not by_distinct:
+        return _midrank_level(values, m)
+    distinct = sorted(set(values))
+    rank = min(bisect.bisect_left(distinct, m), len(distinct) - 1)
+    return min(len(LEVELS) - 1, rank * len(LEVELS) // len(distinct))
 
 
 def level_of(template: Template, params: Params) -> str:
-    """The level of one instance: the third of the calibration measures its measure falls in."""
-    values = _calibration(template)
-    rank = min(bisect.bisect_left(values, measure(template, params)), len(values) - 1)
-    return LEVELS[min(len(LEVELS) - 1, rank * len(LEVELS) // len(values))]
+    """The level of one instance: the third of the calibration draws its measure falls in (by
+    mid-rank, so ties share a level), or, when ties would leave a level empty, the third of the
+    distinct calibration measures."""
+    return LEVELS[_level_index(template, measure(template, params))]
 
 
 def levels_of(template: Template) -> tuple[str, ...]:
     """The levels this template's draws reach (all three unless its measure barely varies)."""
-    values = _calibration(template)
-    return tuple(sorted({LEVELS[min(2, r * len(LEVELS) // len(values))] for r in range(len(values))},
-                        key=LEVELS.index))
+    values, _ = _calibration(template)
+    return tuple(LEVELS[i] for i in sorted({_level_index(template, v) for v in set(values)}))
 
 
 def task_level(task: CsappTask) -> str:

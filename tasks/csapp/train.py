@@ -14,12 +14,17 @@ import numpy as np
 
 from gym_sysmath.exact import dumps_exact
 
-from .catalog import TEMPLATES
+from .catalog import EVAL_SET, TEMPLATES
 from .difficulty import check_level, level_of, levels_of
 from .task import CATEGORIES, CsappTask
 from .template import BuildError, Params, Template, instantiate
 
 MAX_DRAWS = 200
+#: The eval tasks' parameters, per template: a train draw that lands on one is redrawn, so the
+#: train split never serves an eval question (small templates, such as two loops of increments,
+#: could otherwise hit one).
+_EVAL_PARAMS = frozenset((name, dumps_exact(params, sort_keys=True)) for _, name, params in EVAL_SET)
+MAX_LEVEL_MISSES = 5000
 
 
 def train_task_id(template: Template, params: Params) -> str:
@@ -56,9 +61,15 @@ def sample_task(rng: np.random.Generator, categories: tuple[str, ...] | None = N
         if not pool:
             raise ValueError(f"no template in {categories} has a {difficulty!r} level")
     template = pool[int(rng.integers(len(pool)))]
+    misses = 0
     for _ in range(MAX_DRAWS):
         params = template.sample(rng)
+        while difficulty is not None and level_of(template, params) != difficulty and misses < MAX_LEVEL_MISSES:
+            misses += 1  # a rare level can take a few dozen draws, a sampler call each
+            params = template.sample(rng)
         if difficulty is not None and level_of(template, params) != difficulty:
+            break
+        if (template.name, dumps_exact(params, sort_keys=True)) in _EVAL_PARAMS:
             continue
         try:
             return instantiate(template, params, train_task_id(template, params))

@@ -1,0 +1,664 @@
+"""Process templates (fork, wait, exit, signals), keyed by exhaustive models of the schedules.
+
+A program is a list of statements (JSON lists, so it lives in a task's params):
+``["say", "A"]`` prints the line ``A``; ``["show", "A"]`` prints ``A`` and the process's x;
+``["add", k]`` is ``x += k``; ``["fork"]`` is a bare ``fork();``; ``["child", [...]]`` is
+``if (fork() == 0) { ...; exit(0); }``; ``["wait"]`` is ``wait(NULL);``.
+
+Two models give the outputs a program can print, written apart: ``outputs`` interprets the
+statements process by process (each with its own copy of x, the kernel's wait rule on sets of
+children) and explores every schedule; ``unfolded_outputs`` first unfolds the program into each
+process's fixed list of events and then interleaves the lists under counting rules. The C program
+itself is compiled with the image's gcc and run in the sandbox, and every output it prints must
+be one the models allow (``RunCheck``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .template import Field, Params, RunCheck, Template, WrongReading, draw, draw_int, fixed, require
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Stmt = Sequence[Any]
+
+C_PRELUDE = """#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The question assumes fork succeeds. Should the machine refuse one (a process limit), the run
+   is void: the process says so and stops, and the run is not counted. */
+static pid_t fork_checked(void)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        if (write(1, "fork failed\\n", 12) < 0) _exit(1);
+        _exit(99);
+    }
+    return pid;
+}
+#define fork fork_checked
+
+/* say() formats one line and writes it with a single write(2): no stdio buffer for fork to copy */
+#define say(...) do { char line_[64]; \\
+    if (write(1, line_, snprintf(line_, sizeof line_, __VA_ARGS__)) < 0) _exit(1); } while (0)
+"""
+
+VOID_LINE = "fork failed"
+
+STATED = ("Every line is written by say(), which formats it and writes it with one write(2) call, "
+          "so lines never mix and fork copies no unwritten output. fork, wait and write never fail.")
+
+
+def _freeze(code: Sequence[Stmt]) -> tuple:
+    return tuple((s[0], _freeze(s[1])) if s[0] == "child" else tuple(s) for s in code)
+
+
+def render_c(body: Sequence[Stmt], x0: int) -> str:
+    """The C program for a statement list."""
+    lines: list[str] = []
+
+    def emit(code: Sequence[Stmt], indent: str) -> None:
+        for stmt in code:
+            op = stmt[0]
+            if op == "say":
+                lines.append(f'{indent}say("{stmt[1]}\\n");')
+            elif op == "show":
+                lines.append(f'{indent}say("{stmt[1]} %d\\n", x);')
+            elif op == "add":
+                lines.append(f"{indent}x += {stmt[1]};" if stmt[1] >= 0 else f"{indent}x -= {-stmt[1]};")
+            elif op == "fork":
+                lines.append(f"{indent}fork();")
+            elif op == "wait":
+                lines.append(f"{indent}wait(NULL);")
+            elif op == "child":
+                lines.append(f"{indent}if (fork() == 0) {{")
+                emit(stmt[1], indent + "    ")
+                lines.append(f"{indent}    exit(0);")
+                lines.append(f"{indent}}}")
+            else:
+                raise ValueError(f"unknown statement {stmt!r}")
+
+    emit(body, "    ")
+    return f"{C_PRELUDE}\nint x = {x0};\n\nint main(void)\n{{\n" + "\n".join(lines) + "\n    return 0;\n}\n"
+
+
+# --- model 1: interpret every process, explore every schedule ---------------------------------
+
+
+def outputs(body: Sequence[Stmt], x0: int, *, child_exits: bool = True) -> frozenset[tuple[str, ...]]:
+    """Every output (a tuple of lines) some schedule of the program prints.
+
+    A process is (code left, x, unreaped children, finished). ``wait`` reaps any finished
+    child, returns at once when no child is left unreaped, and blocks otherwise.
+    """
+    exit_stmt = (("exit",),) if child_exits else ()
+    start = ((_freeze(body), x0, frozenset(), False),)
+
+    @functools.cache
+    def explore(procs: tuple) -> frozenset[tuple[str, ...]]:
+        if all(done for *_, done in procs):
+            return frozenset({()})
+        results: set[tuple[str, ...]] = set()
+        for pid, (code, x, unreaped, done) in enumerate(procs):
+            if done:
+                continue
+            for line, after in _steps(procs, pid, code, x, unreaped, exit_stmt):
+                results |= {(line, *rest) if line is not None else rest for rest in explore(after)}
+        return frozenset(results)
+
+    return explore(start)
+
+
+def _steps(procs: tuple, pid: int, code: tuple, x: int, unreaped: frozenset, exit_stmt: tuple):
+    """The (line printed or None, next state) pairs of one step of process ``pid``."""
+    def put(*changes: tuple[int, tuple]) -> tuple:
+        out = list(procs)
+        for index, proc in changes:
+            if index == len(out):
+                out.append(proc)
+            else:
+                out[index] = proc
+        return tuple(out)
+
+    if not code:
+        return [(None, put((pid, ((), x, unreaped, True))))]
+    stmt, rest = code[0], code[1:]
+    op = stmt[0]
+    if op == "say":
+        return [(stmt[1], put((pid, (rest, x, unreaped, False))))]
+    if op == "show":
+        return [(f"{stmt[1]} {x}", put((pid, (rest, x, unreaped, False))))]
+    if op == "add":
+        return [(None, put((pid, (rest, x + stmt[1], unreaped, False))))]
+    if op == "exit":
+        return [(None, put((pid, ((), x, unreaped, True))))]
+    if op in ("fork", "child"):
+        new = len(procs)
+        child_code = rest if op == "fork" else stmt[1] + exit_stmt + (rest if not exit_stmt else ())
+        return [(None, put((pid, (rest, x, unreaped | {new}, False)), (new, (child_code, x, frozenset(), False))))]
+    if op == "wait":
+        if not unreaped:
+            return [(None, put((pid, (rest, x, unreaped, False))))]
+        return [(None, put((pid, (rest, x, unreaped - {c}, False)))) for c in sorted(unreaped) if procs[c][3]]
+    raise ValueError(f"unknown statement {stmt!r}")
+
+
+# --- model 2: unfold into per-process event lists, then interleave them -----------------------
+
+
+def unfold(body: Sequence[Stmt], x0: int) -> list[list[tuple]]:
+    """Each process's events in program order: ("out", line), ("spawn", child), ("wait",).
+
+    Process 0 is main; a child's events are listed when its ``fork`` is unfolded, and its x
+    starts as its parent's at that point.
+    """
+    procs: list[list[tuple]] = [[]]
+
+    def run(code: list, x: int, me: int) -> None:
+        for i, stmt in enumerate(code):
+            op = stmt[0]
+            if op == "say":
+                procs[me].append(("out", stmt[1]))
+            elif op == "show":
+                procs[me].append(("out", f"{stmt[1]} {x}"))
+            elif op == "add":
+                x += stmt[1]
+            elif op == "wait":
+                procs[me].append(("wait",))
+            elif op == "exit":
+                return
+            elif op in ("fork", "child"):
+                procs.append([])
+                child = len(procs) - 1
+                procs[me].append(("spawn", child))
+                run(list(code[i + 1:]) if op == "fork" else [*stmt[1], ["exit"]], x, child)
+
+    run(list(body), x0, 0)
+    return procs
+
+
+def unfolded_outputs(body: Sequence[Stmt], x0: int) -> frozenset[tuple[str, ...]]:
+    """The outputs of every interleaving of the unfolded event lists that the rules allow.
+
+    A child starts after its spawn event. The k-th wait of a process that has spawned s
+    children and reaped r returns at once if s == r, and otherwise needs a finished,
+    unreaped child (more finished children than r).
+    """
+    events = unfold(body, x0)
+    parent = {ev[1]: p for p, evs in enumerate(events) for ev in evs if ev[0] == "spawn"}
+
+    @functools.cache
+    def go(pos: tuple[int, ...], reaped: tuple[int, ...]) -> frozenset[tuple[str, ...]]:
+        if all(pos[p] == len(events[p]) for p in range(len(events))):
+            return frozenset({()})
+        found: set[tuple[str, ...]] = set()
+        for p, evs in enumerate(events):
+            started = p == 0 or pos[parent[p]] > next(i for i, e in enumerate(events[parent[p]]) if e == ("spawn", p))
+            if not started or pos[p] == len(evs):
+                continue
+            event = evs[pos[p]]
+            moved = (*pos[:p], pos[p] + 1, *pos[p + 1:])
+            if event[0] == "out":
+                found |= {(event[1], *rest) for rest in go(moved, reaped)}
+            elif event[0] == "spawn":
+                found |= go(moved, reaped)
+            else:
+                spawned = [e[1] for e in evs[:pos[p]] if e[0] == "spawn"]
+                finished = sum(pos[c] == len(events[c]) for c in spawned)
+                if len(spawned) == reaped[p]:
+                    found |= go(moved, reaped)
+                elif finished > reaped[p]:
+                    found |= go(moved, (*reaped[:p], reaped[p] + 1, *reaped[p + 1:]))
+        return frozenset(found)
+
+    return go((0,) * len(events), (0,) * len(events))
+
+
+def _text(lines: tuple[str, ...]) -> str:
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _first_schedule(body: Sequence[Stmt], x0: int, shared: bool = False,
+                    child_exits: bool = True) -> tuple[str, ...]:
+    """The output of one schedule: always run the lowest-numbered process that can run.
+
+    Programs without wait print the same lines in every schedule, only in other orders, so this
+    one schedule answers what is printed. With ``shared`` every process reads and writes one x:
+    the misreading that fork shares memory.
+    """
+    procs = [[list(_freeze(body)), frozenset(), False]]
+    xs = [x0]
+    out: list[str] = []
+    while not all(p[2] for p in procs):
+        for pid, (code, unreaped, done) in enumerate(procs):
+            if done:
+                continue
+            mem = 0 if shared else pid
+            if not code:
+                procs[pid][2] = True
+                break
+            op = code[0][0]
+            if op == "wait" and unreaped and not any(procs[c][2] for c in unreaped):
+                continue
+            stmt = code.pop(0)
+            if op == "say":
+                out.append(stmt[1])
+            elif op == "show":
+                out.append(f"{stmt[1]} {xs[mem]}")
+            elif op == "add":
+                xs[mem] += stmt[1]
+            elif op == "exit":
+                procs[pid][2] = True
+            elif op == "wait" and unreaped:
+                procs[pid][1] = unreaped - {min(c for c in unreaped if procs[c][2])}
+            elif op in ("fork", "child"):
+                child_code = (list(code) if op == "fork" else [*stmt[1], ("exit",)] if child_exits
+                              else [*stmt[1], *code])
+                procs[pid][1] = unreaped | {len(procs)}
+                procs.append([child_code, frozenset(), False])
+                xs.append(xs[mem])
+            break
+    return tuple(out)
+
+
+def _runs(p: Params) -> RunCheck:
+    """The program and every output it may print, in order."""
+    allowed = frozenset(_text(o) for o in outputs(p["body"], p["x0"]))
+    return RunCheck(render_c(p["body"], p["x0"]), allowed, void=VOID_LINE)
+
+
+def _sorted_runs(p: Params) -> RunCheck:
+    """A program without wait: the one multiset of lines it prints, in whatever order."""
+    lines = tuple(sorted(_first_schedule(p["body"], p["x0"])))
+    return RunCheck(render_c(p["body"], p["x0"]), frozenset({_text(lines)}), compare="sorted lines", void=VOID_LINE)
+
+
+def _program_text(p: Params) -> str:
+    return f"```c\n{render_c(p['body'], p['x0'])}```\n{STATED}"
+
+
+# --- random programs ----------------------------------------------------------------------------
+
+
+def _random_body(rng: np.random.Generator, labels: Sequence[str], forks: int, *, waits: bool,
+                 adds: bool, shows: bool) -> list:
+    """A short program: ``forks`` forks (bare or child blocks) among prints, adds and waits."""
+    body: list = []
+    names = iter(labels)
+    for i in range(forks):
+        if adds and draw_int(rng, 0, 1):
+            body.append(["add", draw_int(rng, 1, 9)])
+        if draw_int(rng, 0, 2) == 0 or i == 0:
+            body.append(["show" if shows else "say", next(names)])
+        if draw_int(rng, 0, 1):
+            block: list = [["add", draw_int(rng, 1, 9)]] if adds else []
+            block.append(["show" if shows else "say", next(names)])
+            if draw_int(rng, 0, 2) == 0:
+                block.append(["fork"])
+            body.append(["child", block])
+        else:
+            body.append(["fork"])
+        if waits and draw_int(rng, 0, 1):
+            body.append(["wait"])
+    if adds:
+        body.append(["add", draw_int(rng, 1, 9)])
+    body.append(["show" if shows else "say", next(names)])
+    return body
+
+
+LABELS = tuple("ABCDEFGHIJKL")
+
+
+def _process_count(p: Params) -> float:
+    return float(len(unfold(p["body"], p["x0"])))
+
+
+# --- how many lines ---------------------------------------------------------------------------
+
+
+def _line_counts(p: Params, doubles_all: bool = False, child_continues: bool = False) -> list:
+    if doubles_all:
+        per = 2 ** sum(1 for _ in _all_forks(p["body"]))
+        labels = _printed_labels(p["body"])
+        return [len(labels) * per, labels.count(p["ask"]) * per]
+    out = _first_schedule(p["body"], p["x0"], child_exits=not child_continues)
+    return [len(out), out.count(p["ask"])]
+
+
+def _all_forks(code: Sequence[Stmt]):
+    for stmt in code:
+        if stmt[0] in ("fork", "child"):
+            yield stmt
+        if stmt[0] == "child":
+            yield from _all_forks(stmt[1])
+
+
+def _printed_labels(code: Sequence[Stmt]) -> list[str]:
+    """Every label a say statement in the program text prints, once each."""
+    return [s[1] for s in code if s[0] == "say"] + [line for s in code if s[0] == "child" for line in
+                                                     _printed_labels(s[1])]
+
+
+def _count_trap(p: Params, key: list) -> None:
+    require(not _has_wait(p["body"]), "without wait every schedule prints the same lines")
+    require(key != _line_counts(p, doubles_all=True), "the count must differ from 2^forks times the prints")
+    require(key != _line_counts(p, child_continues=True), "the child's exit(0) must matter")
+    require(key[1] > 1, "the asked line must be printed more than once")
+
+
+def _sample_count(rng: np.random.Generator) -> Params:
+    body = _random_body(rng, LABELS, draw_int(rng, 2, 4), waits=False, adds=False, shows=False)
+    return {"x0": 0, "body": body, "ask": draw(rng, _printed_labels(body))}
+
+
+LINE_COUNT = Template(
+    name="fork_line_count",
+    category="processes",
+    question=lambda p: f"{_program_text(p)}\nCount the lines the program prints, over all its processes.",
+    fields=lambda p: (Field("the total number of lines printed", "int"),
+                      Field(f"the number of lines that read {p['ask']}", "int")),
+    reference=_line_counts,
+    wrong=(WrongReading("each fork doubles every line, even those printed before it",
+                        lambda p: _line_counts(p, doubles_all=True)),
+           WrongReading("a child block runs on past its closing brace (exit ignored)",
+                        lambda p: _line_counts(p, child_continues=True))),
+    trap=_count_trap,
+    sample=_sample_count,
+    measure=_process_count,
+    independent=lambda p: [len(o := [e[1] for evs in unfold(p["body"], p["x0"]) for e in evs if e[0] == "out"]),
+                           o.count(p["ask"])],
+    runs=lambda p: _sorted_runs(p),
+)
+
+# --- which orderings are possible -----------------------------------------------------------------
+
+
+def _orderings(p: Params, model=outputs, no_wait: bool = False, parent_first: bool = False) -> list:
+    body = p["body"]
+    if no_wait:
+        body = _strip_waits(body)
+    possible = {_first_schedule(body, p["x0"])} if parent_first else model(body, p["x0"])
+    return [tuple(c) in possible for c in p["candidates"]] + [len(possible)]
+
+
+def _strip_waits(code: Sequence[Stmt]) -> list:
+    return [["child", _strip_waits(s[1])] if s[0] == "child" else list(s) for s in code if s[0] != "wait"]
+
+
+def _ordering_trap(p: Params, key: list) -> None:
+    flags = key[:-1]
+    require(any(flags) and not all(flags), "some candidates must be possible and some not")
+    require(key != _orderings(p, no_wait=True), "wait must rule a candidate out")
+    require(len(set(map(tuple, p["candidates"]))) == len(p["candidates"]), "candidates must differ")
+
+
+def _sample_orderings(rng: np.random.Generator) -> Params:
+    """Two or three children (child blocks only, one of them perhaps with a grandchild), waits
+    between them, at most six lines: small enough to list every schedule."""
+    names = iter(LABELS)
+    body: list = [["say", next(names)]] if draw_int(rng, 0, 1) else []
+    for _ in range(draw_int(rng, 2, 3)):
+        block: list = [["say", next(names)]]
+        if draw_int(rng, 0, 3) == 0:
+            block += [["child", [["say", next(names)]]], ["wait"] if draw_int(rng, 0, 1) else ["say", next(names)]]
+        body.append(["child", block])
+        if draw_int(rng, 0, 1):
+            body.append(["wait"])
+        if draw_int(rng, 0, 1):
+            body.append(["say", next(names)])
+    if not _has_wait(body):
+        body.append(["wait"])
+    body.append(["say", next(names)])
+    every = sorted(outputs(body, 0))
+    first = every[draw_int(rng, 0, len(every) - 1)]
+    candidates = {first}
+    for _ in range(12):
+        order = rng.permutation(len(first))
+        candidates.add(tuple(first[int(i)] for i in order))
+        if len(candidates) == 4:
+            break
+    return {"x0": 0, "body": body, "candidates": [list(c) for c in sorted(candidates)]}
+
+
+def _ordering_question(p: Params) -> str:
+    shown = "\n".join(f"  ({i}) {' '.join(c)}" for i, c in enumerate(p["candidates"], 1))
+    return (f"{_program_text(p)}\nHere are candidate outputs, each written as its lines in order, separated "
+            f"by spaces:\n{shown}")
+
+
+ORDERINGS = Template(
+    name="fork_wait_orderings",
+    category="processes",
+    question=_ordering_question,
+    fields=lambda p: (*(Field(f"whether output ({i}) is possible", "bool") for i in range(1, len(p["candidates"]) + 1)),
+                      Field("the number of different outputs the program can print", "int")),
+    reference=_orderings,
+    wrong=(WrongReading("wait does not order anything", lambda p: _orderings(p, no_wait=True)),
+           WrongReading("the parent always runs first, until it blocks", lambda p: _orderings(p, parent_first=True))),
+    trap=_ordering_trap,
+    sample=_sample_orderings,
+    measure=lambda p: float(len(unfold(p["body"], p["x0"])) + len(p["candidates"][0])),
+    independent=lambda p: _orderings(p, model=unfolded_outputs),
+    runs=_runs,
+)
+
+# --- each process's own copy of x ---------------------------------------------------------------
+
+
+def _values(lines: tuple[str, ...]) -> list[int]:
+    return [int(line.split()[1]) for line in lines]
+
+
+def _memory(p: Params, shared: bool = False) -> list:
+    out = _first_schedule(p["body"], p["x0"], shared=shared)
+    values = _values(out)
+    return [len(values), min(values), max(values), sum(values)]
+
+
+def _has_wait(code: Sequence[Stmt]) -> bool:
+    return any(s[0] == "wait" or (s[0] == "child" and _has_wait(s[1])) for s in code)
+
+
+def _memory_trap(p: Params, key: list) -> None:
+    require(not _has_wait(p["body"]), "without wait every schedule prints the same lines")
+    require(key != _memory(p, shared=True), "a shared x must give different values")
+
+
+def _memory_unfolded(p: Params) -> list:
+    values = [int(ev[1].split()[1]) for evs in unfold(p["body"], p["x0"]) for ev in evs if ev[0] == "out"]
+    return [len(values), min(values), max(values), sum(values)]
+
+
+def _sample_memory(rng: np.random.Generator) -> Params:
+    return {"x0": draw_int(rng, 0, 20),
+            "body": _random_body(rng, LABELS, draw_int(rng, 2, 3), waits=False, adds=True, shows=True)}
+
+
+FORK_MEMORY = Template(
+    name="fork_private_memory",
+    category="processes",
+    question=lambda p: (f"{_program_text(p)}\nEvery line printed is a label and the value of x in the process "
+                        "that printed it."),
+    fields=fixed(Field("the number of lines printed", "int"), Field("the smallest value of x printed", "int"),
+                 Field("the largest value of x printed", "int"), Field("the sum of all values of x printed", "int")),
+    reference=_memory,
+    wrong=(WrongReading("all processes share one x (run parent first)", lambda p: _memory(p, shared=True)),),
+    trap=_memory_trap,
+    sample=_sample_memory,
+    measure=_process_count,
+    independent=_memory_unfolded,
+    runs=lambda p: _sorted_runs(p),
+)
+
+# --- signals are not queued ---------------------------------------------------------------------
+#
+# The parent installs a SIGUSR1 handler that prints "sig", forks a child that sends the parent
+# SIGUSR1 ``kills`` times (printing its own lines between them), then waits and prints "done".
+# A pending signal is one bit: kills that arrive before the handler has run merge into one.
+
+
+def _signal_program(p: Params) -> str:
+    child = []
+    for i in range(p["kills"]):
+        child.append("        kill(getppid(), SIGUSR1);")
+        if i in p["child_says"]:
+            child.append(f'        say("c{i}\\n");')
+    before = '    say("p\\n");\n' if p["parent_says"] else ""
+    handler = '    (void) sig;\n    if (write(1, "sig\\n", 4) < 0) _exit(1);\n'
+    return (f"{C_PRELUDE}\nstatic void on_usr1(int sig)\n{{\n{handler}}}\n\n"
+            "int main(void)\n{\n    struct sigaction sa = {0};\n    sa.sa_handler = on_usr1;\n"
+            "    sa.sa_flags = SA_RESTART;\n    sigemptyset(&sa.sa_mask);\n    sigaction(SIGUSR1, &sa, NULL);\n"
+            "    if (fork() == 0) {\n" + "\n".join(child) + "\n        exit(0);\n    }\n"
+            f"{before}    wait(NULL);\n    say(\"done\\n\");\n    return 0;\n}}\n")
+
+
+def _signal_events(p: Params) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    child = []
+    for i in range(p["kills"]):
+        child.append("kill")
+        if i in p["child_says"]:
+            child.append(f"c{i}")
+    parent = (["p"] if p["parent_says"] else []) + ["wait", "done"]
+    return tuple(parent), tuple(child)
+
+
+def signal_outputs(p: Params, queued: bool = False) -> frozenset[tuple[str, ...]]:
+    """Every output: the handler may run whenever a signal is pending and the parent is alive
+    (also while it is blocked in wait); wait returns only after the child has exited and no
+    signal is pending (the kernel delivers it on the way back to user mode)."""
+    parent, child = _signal_events(p)
+
+    @functools.cache
+    def go(i: int, j: int, pending: int) -> frozenset[tuple[str, ...]]:
+        if i == len(parent):
+            return frozenset({()})
+        found: set[tuple[str, ...]] = set()
+        if pending:
+            found |= {("sig", *r) for r in go(i, j, pending - 1 if queued else 0)}
+        if j < len(child):
+            step = child[j]
+            if step == "kill":
+                found |= go(i, j + 1, pending + 1 if queued else 1)
+            else:
+                found |= {(step, *r) for r in go(i, j + 1, pending)}
+        step = parent[i]
+        if step == "wait":
+            if j == len(child) and not pending:
+                found |= go(i + 1, j, pending)
+        else:
+            found |= {(step, *r) for r in go(i + 1, j, pending)}
+        return frozenset(found)
+
+    return go(0, 0, 0)
+
+
+def signal_outputs_by_merging(p: Params) -> frozenset[tuple[str, ...]]:
+    """The second model: merge the two processes' lines in every order, then place the handler.
+
+    The handler runs once for each group of kills it finds pending: any split of the child's
+    kills into consecutive non-empty groups, a run of "sig" after each group (before the next
+    group's first kill and before "done").
+    """
+    parent, child = _signal_events(p)
+    found: set[tuple[str, ...]] = set()
+    steps = [("P", s) for s in parent] + [("C", s) for s in child]
+
+    def merges(a: list, b: list):
+        if not a or not b:
+            yield a + b
+            return
+        for rest in merges(a[1:], b):
+            yield [a[0], *rest]
+        for rest in merges(a, b[1:]):
+            yield [b[0], *rest]
+
+    for merged in merges([s for s in steps if s[0] == "P"], [s for s in steps if s[0] == "C"]):
+        kills = [k for k, s in enumerate(merged) if s == ("C", "kill")]
+        done = merged.index(("P", "done"))
+        wait = merged.index(("P", "wait"))
+        if wait < len(merged) - 1 and any(s[0] == "C" for s in merged[wait + 1:]):
+            continue  # wait returns only after the child's last step
+        # a delivery point after kill k: somewhere after it, before the next kill and before done
+        for groups in range(1, len(kills) + 1):
+            for cuts in _compositions(len(kills), groups):
+                _place(merged, kills, cuts, done, found)
+    return frozenset(found)
+
+
+def _compositions(total: int, parts: int):
+    if parts == 1:
+        yield (total,)
+        return
+    for first in range(1, total - parts + 2):
+        for rest in _compositions(total - first, parts - 1):
+            yield (first, *rest)
+
+
+def _place(merged: list, kills: list[int], cuts: tuple[int, ...], done: int, found: set) -> None:
+    """Every way to run the handler once after each group of kills (before the next group, before done)."""
+    ends = []
+    k = 0
+    for size in cuts:
+        k += size
+        ends.append(k - 1)
+    windows = []
+    for g, last in enumerate(ends):
+        start = kills[last] + 1
+        stop = kills[ends[g] + 1] if g + 1 < len(ends) else done
+        windows.append(range(start, min(stop, done) + 1))
+
+    def fill(g: int, after: int, inserts: tuple[int, ...]) -> None:
+        if g == len(windows):
+            out: list[str] = []
+            for pos, (_, step) in enumerate(merged):
+                out += ["sig"] * inserts.count(pos)
+                if step not in ("kill", "wait"):
+                    out.append(step)
+            found.add(tuple(out))
+            return
+        for pos in windows[g]:
+            if pos >= after:
+                fill(g + 1, pos, (*inserts, pos))
+
+    fill(0, 0, ())
+
+
+def _signals(p: Params, model=signal_outputs, queued: bool = False) -> list:
+    every = signal_outputs(p, queued=True) if queued else model(p)
+    counts = [o.count("sig") for o in every]
+    return [min(counts), max(counts), len(every)]
+
+
+def _sample_signals(rng: np.random.Generator) -> Params:
+    kills = draw_int(rng, 2, 4)
+    return {"kills": kills, "child_says": sorted({draw_int(rng, 0, kills - 1) for _ in range(draw_int(rng, 0, 2))}),
+            "parent_says": draw_int(rng, 0, 1) == 1}
+
+
+SIGNALS = Template(
+    name="signals_not_queued",
+    category="processes",
+    question=lambda p: (f"```c\n{_signal_program(p)}```\n{STATED} The handler writes its line with one write(2) "
+                        "too. The parent blocks in wait until the child has exited; a signal that arrives "
+                        "meanwhile runs the handler and wait resumes (SA_RESTART)."),
+    fields=fixed(Field('the smallest number of "sig" lines the program can print', "int"),
+                 Field('the largest number of "sig" lines the program can print', "int"),
+                 Field("the number of different outputs the program can print", "int")),
+    reference=_signals,
+    wrong=(WrongReading("signals queue: every kill runs the handler once", lambda p: _signals(p, queued=True)),),
+    trap=lambda p, key: require(key[0] < key[1] and key[:2] != _signals(p, queued=True)[:2],
+                                "merged signals must make fewer handler runs possible"),
+    sample=_sample_signals,
+    measure=lambda p: float(p["kills"] + len(p["child_says"]) + p["parent_says"]),
+    independent=lambda p: _signals(p, model=signal_outputs_by_merging),
+    runs=lambda p: RunCheck(_signal_program(p), frozenset(_text(o) for o in signal_outputs(p)), void=VOID_LINE),
+)
+
+TEMPLATES: tuple[Template, ...] = (LINE_COUNT, ORDERINGS, FORK_MEMORY, SIGNALS)

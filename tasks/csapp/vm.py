@@ -1,0 +1,330 @@
+"""Virtual-memory templates: address translation through a TLB and a page table, TLB traces, and
+page replacement; every key from a reference simulator, cross-checked by a second one.
+
+The reference works on integers with shifts and masks and keeps LRU order as a list; the second
+(``independent``) works on the address's bit string, sliced, and keeps LRU by timestamps. The
+replacement policies are likewise written twice: a queue/list version and a version that
+recomputes each eviction from the whole history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .template import Field, Params, Template, WrongReading, draw, draw_int, fixed, require
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def _h(value: int) -> str:
+    return hex(value)
+
+
+def _bits(n: int) -> int:
+    """log2 of a power of two."""
+    if n <= 0 or n & (n - 1):
+        raise ValueError(f"{n} is not a power of two")
+    return n.bit_length() - 1
+
+
+# --- simulator 1: integers, shifts and masks; LRU as an ordered list ------------------------------
+
+
+def split_va(p: Params, va: int, *, sets: int | None = None) -> tuple[int, int, int, int]:
+    """(VPN, VPO, TLB index, TLB tag) of ``va``: the index is the low bits of the VPN."""
+    offset_bits = _bits(p["page"])
+    vpn, vpo = va >> offset_bits, va & (p["page"] - 1)
+    sets = p["tlb_sets"] if sets is None else sets
+    return vpn, vpo, vpn & (sets - 1), vpn >> _bits(sets)
+
+
+def translate(p: Params, *, fully_associative: bool = False, index_from_va: bool = False,
+              tag_is_vpn: bool = False) -> list:
+    """[VPN, VPO, TLBI, TLBT, TLB hit, PPN, PA] for ``p["va"]`` (the wrong readings as flags)."""
+    vpn, vpo, index, tag = split_va(p, p["va"])
+    if index_from_va:
+        index = p["va"] & (p["tlb_sets"] - 1)
+    if tag_is_vpn:
+        tag = vpn
+    hit_entry = [e for e in p["tlb"] if e[1] == tag and (fully_associative or e[0] == index)]
+    page_table = {v: ppn for v, ppn in p["pt"]}
+    ppn = hit_entry[0][2] if hit_entry else page_table[vpn]
+    return [_h(vpn), _h(vpo), index, _h(tag), bool(hit_entry), _h(ppn), _h(ppn * p["page"] + vpo)]
+
+
+def tlb_outcomes(p: Params, *, sets: int | None = None, ways: int | None = None,
+                 offset_ignored: bool = False) -> list:
+    """Hit or miss of each access of ``p["trace"]`` on an LRU TLB that starts empty, then misses."""
+    sets = p["tlb_sets"] if sets is None else sets
+    ways = p["tlb_ways"] if ways is None else ways
+    lines: list[list[int]] = [[] for _ in range(sets)]  # per set: tags, least recently used first
+    hits = []
+    for va in p["trace"]:
+        if offset_ignored:
+            number = va
+            index, tag = number & (sets - 1), number >> _bits(sets)
+        else:
+            _, _, index, tag = split_va(p, va, sets=sets)
+        row = lines[index]
+        hit = tag in row
+        if hit:
+            row.remove(tag)
+        elif len(row) == ways:
+            row.pop(0)
+        row.append(tag)
+        hits.append(hit)
+    return [*hits, hits.count(False)]
+
+
+def faults(refs: Sequence[int], frames: int, policy: str) -> int:
+    """Page faults of a reference string under FIFO, LRU or OPT with ``frames`` frames."""
+    resident: list[int] = []  # FIFO: load order; LRU: use order (oldest first)
+    count = 0
+    for i, page in enumerate(refs):
+        if page in resident:
+            if policy == "lru":
+                resident.remove(page)
+                resident.append(page)
+            continue
+        count += 1
+        if len(resident) == frames:
+            if policy == "opt":
+                future = list(refs[i + 1:])
+                victim = max(resident, key=lambda q: (future.index(q) if q in future else len(future), -q))
+                resident.remove(victim)
+            else:
+                resident.pop(0)
+        resident.append(page)
+    return count
+
+
+# --- simulator 2: bit strings, timestamps, whole-history evictions --------------------------------
+
+
+def split_va_by_bits(p: Params, va: int, sets: int | None = None) -> tuple[int, int, int, int]:
+    text = format(va, f"0{p['vbits']}b")
+    offset_bits = len(format(p["page"] - 1, "b")) if p["page"] > 1 else 0
+    index_bits = len(format((p["tlb_sets"] if sets is None else sets) - 1, "b")) if (sets or p["tlb_sets"]) > 1 else 0
+    vpn_text, vpo_text = text[: len(text) - offset_bits], text[len(text) - offset_bits:]
+    tag_text, index_text = vpn_text[: len(vpn_text) - index_bits], vpn_text[len(vpn_text) - index_bits:]
+    return int(vpn_text, 2), int(vpo_text or "0", 2), int(index_text or "0", 2), int(tag_text or "0", 2)
+
+
+def translate_by_bits(p: Params) -> list:
+    vpn, vpo, index, tag = split_va_by_bits(p, p["va"])
+    tlb = {(s, t): ppn for s, t, ppn in p["tlb"]}
+    hit = (index, tag) in tlb
+    ppn = tlb[(index, tag)] if hit else dict(map(tuple, p["pt"]))[vpn]
+    pa_text = format(ppn, "b") + format(vpo, f"0{len(format(p['page'] - 1, 'b'))}b")
+    return [_h(vpn), _h(vpo), index, _h(tag), hit, _h(ppn), _h(int(pa_text, 2))]
+
+
+def tlb_outcomes_by_time(p: Params) -> list:
+    last_use: dict[tuple[int, int], int] = {}  # (set, tag) -> time of last use, for resident entries
+    hits = []
+    for now, va in enumerate(p["trace"]):
+        _, _, index, tag = split_va_by_bits(p, va)
+        hit = (index, tag) in last_use
+        if not hit:
+            in_set = [k for k in last_use if k[0] == index]
+            if len(in_set) == p["tlb_ways"]:
+                del last_use[min(in_set, key=last_use.__getitem__)]
+        last_use[(index, tag)] = now
+        hits.append(hit)
+    return [*hits, hits.count(False)]
+
+
+def faults_from_history(refs: Sequence[int], frames: int, policy: str) -> int:
+    """The same policies, each eviction decided from the whole history so far (no queue kept)."""
+    resident: set[int] = set()
+    count = 0
+    for i, page in enumerate(refs):
+        if page in resident:
+            continue
+        count += 1
+        if len(resident) == frames:
+            past = refs[:i]
+            if policy == "fifo":  # the page whose latest load (its first use since it last faulted) is oldest
+                loaded = {q: max(j for j in range(i) if refs[j] == q and _faulted(refs, frames, j)) for q in resident}
+                victim = min(resident, key=loaded.__getitem__)
+            elif policy == "lru":
+                victim = min(resident, key=lambda q: max(j for j in range(i) if past[j] == q))
+            else:
+                def next_use(q: int, now: int = i) -> int:
+                    return next((j for j in range(now + 1, len(refs)) if refs[j] == q), len(refs))
+                victim = max(resident, key=lambda q: (next_use(q), -q))
+            resident.discard(victim)
+        resident.add(page)
+    return count
+
+
+def _faulted(refs: Sequence[int], frames: int, j: int) -> bool:
+    """Whether reference ``j`` faults under FIFO (by replaying the prefix)."""
+    return faults(refs[: j + 1], frames, "fifo") > faults(refs[:j], frames, "fifo")
+
+
+# --- templates ----------------------------------------------------------------------------------
+
+
+def _describe(p: Params) -> str:
+    sets, ways = p["tlb_sets"], p["tlb_ways"]
+    return (f"Virtual addresses are {p['vbits']} bits and physical addresses {p['pbits']} bits; pages are "
+            f"{p['page']} bytes. The TLB has {sets} sets and is {ways}-way set-associative; its set index is "
+            "the low bits of the VPN and its tag the rest of the VPN.")
+
+
+def _translate_question(p: Params) -> str:
+    tlb = "\n".join(f"  set {s}: tag {_h(t)} -> PPN {_h(ppn)} (valid)" for s, t, ppn in sorted(p["tlb"]))
+    pt = "\n".join(f"  VPN {_h(v)} -> PPN {_h(ppn)} (valid)" for v, ppn in sorted(p["pt"]))
+    return (f"{_describe(p)}\nThe valid TLB entries (every other entry is invalid):\n{tlb}\n"
+            f"Page table entries (the VPNs not listed are not needed):\n{pt}\n"
+            f"A program loads a byte from virtual address {_h(p['va'])}.")
+
+
+def _translate_trap(p: Params, key: list) -> None:
+    require(not key[4], "the access must miss in the TLB")
+    require(translate(p, fully_associative=True)[4], "a TLB entry in another set must carry the tag")
+
+
+def _sample_translate(rng: np.random.Generator) -> Params:
+    page = draw(rng, (64, 256, 1024, 4096))
+    sets, ways = draw(rng, (4, 8, 16)), draw(rng, (2, 4))
+    vbits = draw(rng, (14, 16, 18, 20)) if page < 4096 else draw(rng, (20, 24))
+    pbits = vbits - 2
+    va = draw_int(rng, 0, (1 << vbits) - 1)
+    vpn, _, index, tag = split_va({"page": page, "tlb_sets": sets}, va)
+    ppn_max = (1 << (pbits - _bits(page))) - 1
+    decoy_set = (index + draw_int(rng, 1, sets - 1)) % sets
+    tlb = [[decoy_set, tag, draw_int(rng, 0, ppn_max)]]
+    tag_max = (1 << (vbits - _bits(page) - _bits(sets))) - 1
+    for _ in range(draw_int(rng, 2, 5)):
+        tlb.append([draw_int(rng, 0, sets - 1), draw_int(rng, 0, tag_max), draw_int(rng, 0, ppn_max)])
+    tlb = [e for i, e in enumerate(tlb) if not any(f[:2] == e[:2] for f in tlb[:i]) and e[:2] != [index, tag]]
+    others = {draw_int(rng, 0, (1 << (vbits - _bits(page))) - 1) for _ in range(3)} - {vpn}
+    pt = [[vpn, draw_int(rng, 0, ppn_max)]] + [[v, draw_int(rng, 0, ppn_max)] for v in sorted(others)]
+    return {"vbits": vbits, "pbits": pbits, "page": page, "tlb_sets": sets, "tlb_ways": ways,
+            "tlb": sorted(tlb), "pt": sorted(pt), "va": va}
+
+
+TRANSLATE = Template(
+    name="address_translation",
+    category="vm",
+    question=_translate_question,
+    fields=fixed(Field("the VPN", "hex"), Field("the VPO (page offset)", "hex"), Field("the TLB set index", "int"),
+                 Field("the TLB tag", "hex"), Field("whether the TLB hits", "bool"),
+                 Field("the PPN used", "hex"), Field("the physical address", "hex")),
+    reference=translate,
+    wrong=(WrongReading("a matching tag anywhere in the TLB hits", lambda p: translate(p, fully_associative=True)),
+           WrongReading("the TLB index is the low bits of the virtual address",
+                        lambda p: translate(p, index_from_va=True)),
+           WrongReading("the TLB tag is the whole VPN", lambda p: translate(p, tag_is_vpn=True))),
+    trap=_translate_trap,
+    sample=_sample_translate,
+    measure=lambda p: float(len(p["tlb"]) + len(p["pt"]) + p["vbits"] / 4),
+    independent=translate_by_bits,
+)
+
+
+def _trace_trap(p: Params, key: list) -> None:
+    require(any(key[:-1]), "the trace must hit somewhere")
+    fully = tlb_outcomes(p, sets=1, ways=p["tlb_sets"] * p["tlb_ways"])
+    require(fully != key, "the set index must cause a conflict miss a fully associative TLB avoids")
+
+
+def _sample_trace(rng: np.random.Generator) -> Params:
+    page = draw(rng, (256, 1024, 4096))
+    sets, ways = draw(rng, (2, 4)), draw(rng, (1, 2))
+    vbits = 20 if page < 4096 else 24
+    home = draw_int(rng, 0, sets - 1)
+    vpns = [home + sets * draw_int(rng, 0, 30) for _ in range(ways + 1)] + [draw_int(rng, 0, 255)]
+    trace = [draw(rng, vpns) * page + draw_int(rng, 0, page - 1) for _ in range(draw_int(rng, 6, 10))]
+    return {"vbits": vbits, "pbits": vbits, "page": page, "tlb_sets": sets, "tlb_ways": ways, "trace": trace}
+
+
+TLB_TRACE = Template(
+    name="tlb_trace",
+    category="vm",
+    question=lambda p: (f"{_describe(p)} Replacement within a set is LRU, the TLB starts empty, and every page "
+                        "is mapped (no page faults).\nA program loads one byte at each of these virtual "
+                        f"addresses, in this order: {', '.join(_h(a) for a in p['trace'])}."),
+    fields=lambda p: (*(Field(f"whether the TLB hits on access {i} ({_h(a)})", "bool")
+                        for i, a in enumerate(p["trace"], 1)), Field("the number of TLB misses", "int")),
+    reference=tlb_outcomes,
+    wrong=(WrongReading("the TLB is fully associative",
+                        lambda p: tlb_outcomes(p, sets=1, ways=p["tlb_sets"] * p["tlb_ways"])),
+           WrongReading("the TLB is indexed by the whole address (page offset included)",
+                        lambda p: tlb_outcomes(p, offset_ignored=True))),
+    trap=_trace_trap,
+    sample=_sample_trace,
+    measure=lambda p: float(len(p["trace"]) + p["tlb_ways"]),
+    independent=tlb_outcomes_by_time,
+)
+
+
+def _policies(p: Params, count=faults, same_as_fifo: bool = False, compulsory: bool = False) -> list:
+    if compulsory:
+        return [len(set(p["refs"]))] * 3
+    fifo = count(p["refs"], p["frames"], "fifo")
+    return [fifo, fifo if same_as_fifo else count(p["refs"], p["frames"], "lru"), count(p["refs"], p["frames"], "opt")]
+
+
+def _sample_policies(rng: np.random.Generator) -> Params:
+    pages = draw_int(rng, 4, 6)
+    return {"refs": [draw_int(rng, 0, pages - 1) for _ in range(draw_int(rng, 10, 16))], "frames": draw_int(rng, 3, 4)}
+
+
+POLICIES = Template(
+    name="replacement_policies",
+    category="vm",
+    question=lambda p: (f"A process has {p['frames']} physical page frames, all empty at first, and references "
+                        f"these virtual pages in order: {', '.join(map(str, p['refs']))}. A reference to a page "
+                        "that is not resident is a page fault, which loads the page, evicting one if the frames "
+                        "are full. OPT evicts the page whose next reference is furthest away (never referenced "
+                        "again counts as furthest; among those, the lowest page number)."),
+    fields=fixed(Field("the page faults under FIFO", "int"), Field("the page faults under LRU", "int"),
+                 Field("the page faults under OPT", "int")),
+    reference=_policies,
+    wrong=(WrongReading("LRU evicts like FIFO", lambda p: _policies(p, same_as_fifo=True)),
+           WrongReading("only the first reference to each page faults", lambda p: _policies(p, compulsory=True))),
+    trap=lambda p, key: require(key[0] != key[1] and key[2] < min(key[:2]),
+                                "FIFO and LRU must differ and OPT must beat both"),
+    sample=_sample_policies,
+    measure=lambda p: float(len(p["refs"]) + len(set(p["refs"]))),
+    independent=lambda p: _policies(p, count=faults_from_history),
+)
+
+_BELADY = (1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5)  # the shape of Belady's anomaly for 3 and 4 frames
+
+
+def _belady(p: Params, count=faults, lru: bool = False) -> list:
+    policy = "lru" if lru else "fifo"
+    return [count(p["refs"], p["frames"], policy), count(p["refs"], p["frames"] + 1, policy)]
+
+
+def _sample_belady(rng: np.random.Generator) -> Params:
+    names = [int(v) for v in rng.permutation(9)[:5]]
+    refs = [names[r - 1] for r in _BELADY]
+    extra = [draw(rng, names) for _ in range(draw_int(rng, 0, 3))]
+    refs = refs + extra if draw_int(rng, 0, 1) else extra + refs
+    return {"refs": refs, "frames": 3}
+
+
+BELADY = Template(
+    name="fifo_more_frames",
+    category="vm",
+    question=lambda p: (f"A process references these virtual pages in order: {', '.join(map(str, p['refs']))}. "
+                        "Pages are replaced FIFO (the page loaded earliest is evicted) and the frames start "
+                        f"empty. Run it once with {p['frames']} frames and once with {p['frames'] + 1}."),
+    fields=lambda p: (Field(f"the page faults with {p['frames']} frames", "int"),
+                      Field(f"the page faults with {p['frames'] + 1} frames", "int")),
+    reference=_belady,
+    wrong=(WrongReading("FIFO behaves like LRU", lambda p: _belady(p, lru=True)),),
+    trap=lambda p, key: require(key[1] > key[0], "one more frame must cause more faults (Belady's anomaly)"),
+    sample=_sample_belady,
+    measure=lambda p: float(len(p["refs"])),
+    independent=lambda p: _belady(p, count=faults_from_history),
+)
+
+TEMPLATES: tuple[Template, ...] = (TRANSLATE, TLB_TRACE, POLICIES, BELADY)
