@@ -181,13 +181,13 @@ def find_answers(text: str) -> list[str]:
 
 # ---------------------------------------------------------------- notation
 
-def _fullwidth() -> dict[int, str]:
+def _fullwidth() -> dict[int | str, str]:
     return {code: chr(code - 0xFEE0) for code in range(0xFF01, 0xFF5F)}
 
 
 #: Characters models print for ASCII notation, and their ASCII. Multiplication signs are handled
 #: apart (``3 \u00d7 10^5`` is the number 3e5).
-_NOTATION = str.maketrans({
+_NOTATION_MAP: dict[int | str, str] = {
     **_fullwidth(),
     **dict.fromkeys("\u2212\u2010\u2011\u2012\u2013\u2014\u2015\ufe58\ufe63", "-"),
     **dict.fromkeys("\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
@@ -197,7 +197,8 @@ _NOTATION = str.maketrans({
     **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033", '"'),
     **dict.fromkeys("\u2044\u2215\u00f7", "/"),
     "\u2217": "*", "\u3001": ",", "\u3002": ".", "\u2026": "...", "\u27e8": "(", "\u27e9": ")",
-})
+}
+_NOTATION = str.maketrans(_NOTATION_MAP)
 _SUPERSCRIPT = str.maketrans("\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207a\u207b",
                              "0123456789+-")
 _TIMES = "\u00d7\u00b7\u22c5\u2219"

@@ -138,7 +138,7 @@ def element_features(value: object) -> np.ndarray:
         features[_NEGATIVE_ZERO] = number == 0 and negative
         features[_F32_SUBNORMAL] = 0 < magnitude < _FLOAT32_MIN_NORMAL
     if kind == "str":
-        features[_HEX_DIGITS] = min(len(value.lstrip("-")) - 2, 16) / 16  # type: ignore[union-attr]
+        features[_HEX_DIGITS] = min(len(str(value).lstrip("-")) - 2, 16) / 16
     return features
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import logging
 import os
 import threading
 import time
@@ -34,6 +35,10 @@ from gym_sysmath.sandbox.execution import (
     SandboxUnavailableError,
 )
 from gym_sysmath.sandbox.workers import ContainerSettings, DockerWorker, ProcessWorker, Worker
+
+#: Pool events: containers started (debug), purged and reused (debug), lost (warning), destroyed
+#: (debug); a lease that waits (info) or gives up (warning); a job retried on a fresh container (warning).
+logger = logging.getLogger(__name__)
 
 BACKENDS = ("docker", "process")
 SESSION_LIMITS = Limits(wall_s=20.0, cpu_s=20.0)  # per turn
@@ -119,7 +124,7 @@ class Lease:
         except SandboxError as first:
             if first.cause in ("sandbox_closed", "lease_released", "no_container"):
                 raise
-            self.sandbox.count_retry()
+            self.sandbox.count_retry(first)
             try:
                 reply = self.request(message, job.request_timeout_s)
             except SandboxError as second:
@@ -204,7 +209,7 @@ class Sandbox:
         owner = image.owner_label()
         parent = image.capped_cgroup_parent(client, self.settings.host_memory_fraction)
         # read at each start, so a test can point this pool (and no other) at a missing image
-        return lambda: DockerWorker(client, self.image_tag, self.settings, owner, parent)
+        return lambda: DockerWorker(client, self.image_tag or "", self.settings, owner, parent)
 
     # ------------------------------------------------------------------ leases
 
@@ -274,6 +279,7 @@ class Sandbox:
                 self._starting -= 1
                 self._last_start_error = error
                 self._cond.notify_all()
+            logger.warning("sandbox %s: a container failed to start: %s", self.backend, error)
             if error is exc or not isinstance(exc, Exception):
                 raise
             raise error from exc
@@ -282,6 +288,7 @@ class Sandbox:
             self._counts["workers_started"] += 1
             self._last_start_error = None
             closed = self._closed
+            logger.debug("sandbox %s: started %s (%s)", self.backend, worker.name, "leased" if lease else "reserve")
             if not closed:
                 if lease:
                     self._leased.add(worker)
@@ -307,6 +314,7 @@ class Sandbox:
         with self._cond:
             self._waiting += 1
             waiting = True
+            announced = False
             try:
                 while True:
                     if self._closed:
@@ -327,10 +335,17 @@ class Sandbox:
                     self._top_up()
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise SandboxError(
+                        error = SandboxError(
                             "no_container", f"no sandbox container came free in {LEASE_WAIT_S:.0f} s: "
                             f"{len(self._leased)} are held by live rollouts and pool_size caps them at "
                             f"{self.pool_size}")
+                        logger.warning("sandbox %s: %s", self.backend, error.detail)
+                        raise error
+                    if not announced:  # once per lease: info when the cap holds it back, else a start is due
+                        announced = True
+                        logger.log(logging.DEBUG if self._room() else logging.INFO,
+                                   "sandbox %s: a lease waits for a container (%d held, %d starting, pool_size %s)",
+                                   self.backend, len(self._leased), self._starting, self.pool_size)
                     self._cond.wait(min(remaining, 1.0))
             finally:
                 if waiting:
@@ -349,6 +364,8 @@ class Sandbox:
                 destroy_now = False
                 if worker.broken:
                     self._counts["workers_lost"] += 1
+                    logger.warning("sandbox %s: lost %s (it broke during a lease); it is replaced",
+                                   self.backend, worker.name)
                 if worker.broken or self.settings.fresh_per_rollout:
                     worker.broken = True  # no other rollout may have it
                     self._destroying += 1  # counted until it is gone, so the cap holds
@@ -380,13 +397,17 @@ class Sandbox:
                 self._clean.append(worker)
                 self._counts["purges"] += 1
                 self._cond.notify_all()
+                logger.debug("sandbox %s: purged %s for reuse", self.backend, worker.name)
                 return
             if not clean and not self._closed:
                 self._counts["workers_lost"] += 1
+                logger.warning("sandbox %s: lost %s (its purge did not come back clean); it is replaced",
+                               self.backend, worker.name)
             self._destroying += 1
         self._destroy(worker)
 
     def _destroy(self, worker: Worker) -> None:
+        logger.debug("sandbox %s: destroying %s", self.backend, worker.name)
         try:
             worker.destroy()
         finally:
@@ -414,9 +435,11 @@ class Sandbox:
         with self.lease() as lease:
             return lease.fork_floor(code)
 
-    def count_retry(self) -> None:
+    def count_retry(self, failure: SandboxError | None = None) -> None:
         """A harness failure was absorbed by a retry (of a job, or of a session's rebuild)."""
         self._count("retries")
+        logger.warning("sandbox %s: retrying on a fresh container after a harness failure: %s", self.backend,
+                       failure if failure is not None else "unknown")
 
     def stats(self) -> PoolStats:
         with self._cond:
@@ -536,7 +559,7 @@ class PythonSession:
         except SandboxError as first:
             if first.cause in ("sandbox_closed", "lease_released", "no_container"):
                 raise
-            self.sandbox.count_retry()
+            self.sandbox.count_retry(first)
             try:
                 self._rebuild()
                 self.rebuilds += 1

@@ -125,7 +125,7 @@ class DockerWorker(Worker):
 
         self.client = client
         self.container = None
-        self.container_name = f"gym-sysmath-{secrets.token_hex(8)}"
+        self.container_name: str | None = f"gym-sysmath-{secrets.token_hex(8)}"
         sweep_left_behind(client)
         try:
             self.container = client.containers.create(
@@ -245,7 +245,10 @@ class ProcessWorker(Worker):
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"},
         )
         self.name = f"process {self.process.pid}"
-        self._reader = FrameReader(FdSource(self.process.stdout.fileno()))
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None  # both are pipes (above)
+        self._stdin, self._stdout = stdin, stdout
+        self._reader = FrameReader(FdSource(stdout.fileno()))
         try:
             self.ping()
         except SandboxError:
@@ -253,8 +256,8 @@ class ProcessWorker(Worker):
             raise
 
     def _send(self, data: bytes) -> None:
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
+        self._stdin.write(data)
+        self._stdin.flush()
 
     def destroy(self) -> None:
         self.broken = True
@@ -264,7 +267,7 @@ class ProcessWorker(Worker):
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-        for stream in (self.process.stdin, self.process.stdout):
+        for stream in (self._stdin, self._stdout):
             try:
                 stream.close()
             except OSError:

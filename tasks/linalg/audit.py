@@ -59,7 +59,7 @@ def _close(a: Any, b: Any) -> bool:
 def _numpy_check(p: LinalgProblem) -> bool:
     """Recompute the key in floating point from the inputs and compare within a tight tolerance."""
     inp, key = p.inputs, p.answer
-    a = np.array(inp["A"], dtype=float) if "A" in inp else None
+    a: Any = np.array(inp["A"], dtype=float) if "A" in inp else None  # every topic but one has A
     if p.topic == "determinant":
         return _close(np.linalg.det(a), _to_float(key))
     if p.topic == "rank":
@@ -101,7 +101,7 @@ def _numpy_check(p: LinalgProblem) -> bool:
 def _sympy_check(p: LinalgProblem) -> bool:
     """Recompute the key exactly and check the identity that defines it."""
     inp, key = p.inputs, p.answer
-    a = sympy.Matrix(inp["A"]) if "A" in inp else None
+    a: Any = sympy.Matrix(inp["A"]) if "A" in inp else None
     if p.topic == "determinant":
         return a.det(method="berkowitz") == sympy.Rational(key)
     if p.topic == "rank":

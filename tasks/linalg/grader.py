@@ -97,7 +97,7 @@ def _parallel(answer: tuple[Fraction, ...], gold: tuple[Fraction, ...], tol: Fra
     if tol == 0:
         n = len(gold)
         return all(answer[i] * gold[j] == answer[j] * gold[i] for i in range(n) for j in range(i + 1, n))
-    scale = sum(a * g for a, g in zip(answer, gold, strict=True)) / sum(g * g for g in gold)
+    scale = Fraction(sum(a * g for a, g in zip(answer, gold, strict=True))) / sum(g * g for g in gold)
     residual = max(abs(a - scale * g) for a, g in zip(answer, gold, strict=True))
     return residual <= tol * max(abs(a) for a in answer)
 
