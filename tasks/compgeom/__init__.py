@@ -1,10 +1,10 @@
-"""CompGeom tasks: seven intersection primitives, each in C++20, Rust 2021 and Python 3.
+"""CompGeom tasks: intersection primitives (``primitives.PRIMITIVES``), each in C++20, Rust 2021 and Python 3.
 
 The agent implements one primitive against a clean contract adapted from Geometric Tools'
 query semantics; a generated harness calls it on case inputs in the sandbox, and the host grades
 the printed records against exact expectations that never leave the host.
 
-    load_tasks()                      21 tasks, ordered by primitive, then cpp, rust, python
+    load_tasks()                      3 tasks per primitive, ordered by primitive, then cpp, rust, python
     job_files(task, source)           the files of one sandbox job: harness + candidate
     reference_solution(task)          the known-good fixture, which passes every case
     stdin_for(cases), compare(...)    the harness's stdin, and the grading of its stdout
