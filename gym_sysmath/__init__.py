@@ -3,6 +3,7 @@
 Importing the package registers every environment id with Gymnasium.
 """
 
+import logging as _logging
 from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec as _find_spec
 
@@ -14,6 +15,9 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
     __version__ = "0.0.0+unknown"
 
 register_all()
+# Pool and eval events log under "gym_sysmath..."; the application decides where they go (the CLI:
+# --log-level). The library configures no handler of its own beyond this one, which drops them.
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 __all__ = ["__version__", "env_ids", "register_all"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 
@@ -309,10 +310,35 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class _CliLogHandler(logging.StreamHandler):
+    """The CLI's one handler on the package logger (replaced, not stacked, by each ``main``)."""
+
+
+def configure_logging(level: str) -> None:
+    """Show the package's log records at ``level`` and above on stderr; the root logger is left
+    alone. At warning and above a record reads like the CLI's other messages."""
+    package = logging.getLogger("gym_sysmath")
+    for handler in [h for h in package.handlers if isinstance(h, _CliLogHandler)]:
+        package.removeHandler(handler)
+    handler = _CliLogHandler()  # sys.stderr as it is now
+    verbose = logging.getLevelName(level.upper()) < logging.WARNING
+    handler.setFormatter(logging.Formatter("%(asctime)s gym-sysmath %(levelname)s %(name)s: %(message)s"
+                                           if verbose else "gym-sysmath: %(message)s"))
+    package.addHandler(handler)
+    package.setLevel(level.upper())
+
+
 def build_parser() -> argparse.ArgumentParser:
     from gym_sysmath.families import families
 
     parser = argparse.ArgumentParser(prog="gym-sysmath", description=__doc__)
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
+                        help="pool and eval events shown on stderr (default warning: lost containers, "
+                             "retries, interruptions; info: run start/resume/end, lease waits; debug: "
+                             "every container started, purged, destroyed)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     sandbox = commands.add_parser("sandbox", help="build, inspect or clean the Docker sandbox")
@@ -428,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     from gym_sysmath.sandbox import SandboxUnavailableError
 
     args = build_parser().parse_args(argv)
+    configure_logging(args.log_level)
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a reader that went away shows here, not in the interpreter's exit

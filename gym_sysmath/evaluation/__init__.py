@@ -30,6 +30,7 @@ Every public name of these modules is importable from ``gym_sysmath.evaluation``
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import warnings
@@ -76,6 +77,9 @@ from gym_sysmath.evaluation.summary import (
     summarize,
 )
 from gym_sysmath.evaluation.viewer import write_report
+
+#: Eval events: a run's start, its resume (how much was logged), its end or interruption.
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "BASE_INFO_KEYS",
@@ -201,6 +205,11 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
             _check_resumable(done, specs, agent, log.path)
         results = {key: result for key, result in done.items() if key in planned}
         todo = [spec for spec in specs if spec.key not in results or results[spec.key].verdict == FAILED]
+        if resume and log:
+            logger.info("eval %s: resuming %s: %d of %d samples logged, %d to play (failed ones again)",
+                        agent.name, log.path, len(specs) - len(todo), len(specs), len(todo))
+        logger.info("eval %s: start: %d samples on %s (%s)", agent.name, len(todo), ", ".join(env_ids),
+                    "ray" if use_ray else f"{concurrency or 'default'} in flight")
         failures: list[SampleFailure] = []
         bar = Progress(len(specs), f"eval {agent.name[:24]}", done=len(specs) - len(todo), enabled=progress)
         lock = threading.Lock()
@@ -235,6 +244,12 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
             interrupted = False
         finally:
             bar.close()
+            if interrupted:
+                logger.warning("eval %s: interrupted after logging %d sample(s); --resume continues",
+                               agent.name, logged[0])
+            else:
+                logger.info("eval %s: done: %d sample(s) logged in %.1f s", agent.name, logged[0],
+                            time.perf_counter() - started)
             if out_dir:
                 record_session(out_dir, time.perf_counter() - started, logged[0], interrupted)
     finally:

@@ -5,6 +5,7 @@ transcripts).
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -94,8 +95,8 @@ def plot_summary(summary: Mapping[str, Any], path: Path, title: str = "") -> Pat
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("gym-sysmath: matplotlib is not installed; skipping the plot "
-              "(pip install matplotlib, or the package's plot extra)", file=sys.stderr)
+        logging.getLogger(__name__).warning("matplotlib is not installed; skipping the plot "
+                                            "(pip install matplotlib, or the package's plot extra)")
         return None
     panels = [(f"{env_id}: {key}", groups) for env_id, stats in summary["envs"].items()
               for key, groups in stats.get("breakdowns", {}).items()]

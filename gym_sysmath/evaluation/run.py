@@ -6,8 +6,8 @@ owning its own env instances while all share the process's warm sandbox pool
 from __future__ import annotations
 
 import json
+import logging
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -209,8 +209,12 @@ def close_all(envs: dict[str, gym.Env]) -> None:
     envs.clear()
 
 
+logger = logging.getLogger(__name__)
+
+
 def _say(message: str) -> None:
-    print(f"gym-sysmath: {message}", file=sys.stderr, flush=True)
+    """What a Ctrl-C does to the episodes in flight: a warning, shown by the CLI at every --log-level."""
+    logger.warning(message)
 
 
 def _names(specs: Sequence[SampleSpec], limit: int = 6) -> str:
