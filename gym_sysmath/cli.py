@@ -30,6 +30,17 @@ def _sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    """Each check's line as it finishes; exit 1 when any failed."""
+    from gym_sysmath.sandbox import doctor
+
+    checks = doctor.run_checks(lambda check: print(check.line(), flush=True))
+    failed = [check.name for check in checks if check.status == doctor.FAIL]
+    print(f"doctor: {len(failed)} check(s) failed ({', '.join(failed)})" if failed
+          else "doctor: ready to grade")
+    return 1 if failed else 0
+
+
 def _verify(args: argparse.Namespace) -> int:
     """The family's own verifier, named by its registry row."""
     from gym_sysmath.families import family
@@ -349,6 +360,14 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--mirror", help="Debian mirror (default: the one this host's apt uses)")
     sandbox.add_argument("--all", action="store_true", help="prune: remove every container of ours, not only orphans")
     sandbox.set_defaults(func=_sandbox)
+
+    doctor = commands.add_parser("doctor", help="check the daemon, image, seccomp profile and cgroup cap",
+                                 description="Check that this host can grade: the Docker daemon (reachable, "
+                                             "version, runtime), the sandbox image (current, protocol), one "
+                                             "real container running a probe the seccomp profile must refuse, "
+                                             "and the host memory cap. Each line says what to do; exit 1 if "
+                                             "any check fails.")
+    doctor.set_defaults(func=_doctor)
 
     verify = commands.add_parser("verify", help="re-check a family's task keys independently")
     verify.add_argument("family", choices=sorted(row.name for row in families()))
