@@ -99,7 +99,7 @@ def outputs(body: Sequence[Stmt], x0: int, *, child_exits: bool = True) -> froze
     child, returns at once when no child is left unreaped, and blocks otherwise.
     """
     exit_stmt = (("exit",),) if child_exits else ()
-    start = ((_freeze(body), x0, frozenset(), False),)
+    start: tuple[tuple[tuple, int, frozenset[int], bool], ...] = ((_freeze(body), x0, frozenset(), False),)
 
     @functools.cache
     def explore(procs: tuple) -> frozenset[tuple[str, ...]]:
@@ -233,7 +233,7 @@ def _first_schedule(body: Sequence[Stmt], x0: int, shared: bool = False,
     one schedule answers what is printed. With ``shared`` every process reads and writes one x:
     the misreading that fork shares memory.
     """
-    procs = [[list(_freeze(body)), frozenset(), False]]
+    procs: list[list[Any]] = [[list(_freeze(body)), frozenset(), False]]
     xs = [x0]
     out: list[str] = []
     while not all(p[2] for p in procs):

@@ -59,9 +59,8 @@ def run_problems(check: RunCheck, result: ProgramResult) -> list[str]:
 
 
 def check_runs(tasks: Iterable[CsappTask], lease: Any = None) -> list[RunReport]:
-    """Run every task whose template has a ``RunCheck`` (one sandbox job for all of them)."""
-    checks = [(task, TEMPLATES[task.template].runs(task.params)) for task in tasks
-              if TEMPLATES[task.template].runs is not None]
+    """Run every task whose template has a ``RunCheck`` (a sandbox job per ``BATCH`` of them)."""
+    checks = [(task, runs(task.params)) for task in tasks if (runs := TEMPLATES[task.template].runs) is not None]
     programs = [single_file(c.source, times=c.runs) for _, c in checks]
     results: list[ProgramResult] = []
     for start in range(0, len(programs), BATCH):
