@@ -8,7 +8,7 @@ around it). The pieces, top to bottom, one module each:
   concurrency.
 - *Run* (``run``): ``run_episode`` plays one sample; ``run_local`` runs many on threads, each
   thread owning its own env instances while all share the process's warm sandbox pool
-  (``integrations.ray_rollouts`` runs the same function on Ray actors).
+  (``evaluation.ray_runner``, public as ``integrations.ray_rollouts``, runs the same function on Ray actors).
 - *Log* (``log``): one JSON line per finished sample in ``results.jsonl``, flushed as it
   lands, a failed one included (verdict ``failed``, with its error and the turns it got
   through); with ``resume`` the samples already there are skipped, failed ones played
@@ -232,7 +232,7 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
         ray_report: dict[str, Any] | None = None
         try:
             if use_ray:
-                from gym_sysmath.integrations.ray_rollouts import run_ray
+                from gym_sysmath.evaluation.ray_runner import run_ray
 
                 ray_report = run_ray(todo, agent, on_outcome, workers=concurrency, make_kwargs=make_kwargs,
                                      address=None if ray is True else str(ray))

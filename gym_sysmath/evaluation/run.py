@@ -1,6 +1,6 @@
 """Run samples: ``run_episode`` plays one; ``run_local`` runs many on threads, each thread
 owning its own env instances while all share the process's warm sandbox pool
-(``integrations.ray_rollouts`` runs the same ``play`` on Ray actors).
+(``evaluation.ray_runner`` runs the same ``play`` on Ray actors).
 """
 
 from __future__ import annotations
