@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from gym_sysmath.evaluation.run import Outcome, SampleFailure, SampleResult
 from gym_sysmath.evaluation.summary import UNSCORED
+from gym_sysmath.verdicts import Verdict
 
 
 def _percent(value: float | None) -> str:
@@ -147,7 +148,7 @@ class Progress:
                 self.failed += 1
             elif outcome.verdict not in UNSCORED:
                 self.scored += 1
-                self.correct += outcome.verdict == "correct"
+                self.correct += outcome.verdict == Verdict.CORRECT
             self._draw(force=self.done == self.total)
 
     def _line(self) -> str:

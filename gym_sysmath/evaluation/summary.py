@@ -14,12 +14,13 @@ from typing import Any
 
 from gym_sysmath.evaluation.run import CONTEXT_OVERFLOW, FAILED, SampleResult
 from gym_sysmath.families import breakdown_keys, every_breakdown_key
+from gym_sysmath.verdicts import Verdict
 
 #: Every family's breakdown keys (each family declares its own in its registry row).
 BREAKDOWN_KEYS = every_breakdown_key()
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
-SCORING_ERROR = "scoring_error"
-FORMAT_ERROR = "format_error"
+SCORING_ERROR = Verdict.SCORING_ERROR
+FORMAT_ERROR = Verdict.FORMAT_ERROR
 #: Verdicts that are no grade of the answer: left out of every denominator.
 UNSCORED = frozenset({SCORING_ERROR, FAILED})
 
@@ -35,7 +36,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def _counts(results: Sequence[SampleResult]) -> dict[str, Any]:
     verdicts = Counter(r.verdict for r in results)
     scored = len(results) - sum(verdicts[verdict] for verdict in UNSCORED)
-    correct = verdicts["correct"]
+    correct = verdicts[Verdict.CORRECT]
     return {"samples": len(results), "scored": scored, "correct": correct, "scoring_errors": verdicts[SCORING_ERROR],
             "failed": verdicts[FAILED], "format_errors": verdicts[FORMAT_ERROR],
             "context_overflows": verdicts[CONTEXT_OVERFLOW], "accuracy": correct / scored if scored else None}
@@ -49,7 +50,7 @@ def _pass_at_k(results: Sequence[SampleResult]) -> dict[str, float]:
         if result.verdict not in UNSCORED:
             tally = per_task[(result.env_id, result.task_id)]
             tally[0] += 1
-            tally[1] += result.verdict == "correct"
+            tally[1] += result.verdict == Verdict.CORRECT
     largest = max((n for n, _ in per_task.values()), default=0)
     table = {}
     for k in range(1, largest + 1):

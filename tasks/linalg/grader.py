@@ -19,15 +19,14 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 from gym_sysmath.answers import choose_answer, find_answers
+from gym_sysmath.verdicts import Verdict
 
 from . import render
 from .parse import Parsed, parse_value
 from .problem import AnswerKind, LinalgProblem
-
-Verdict = Literal["correct", "wrong_answer", "format_error"]
 
 _PARSED_KIND: dict[AnswerKind, str] = {
     "scalar": "scalar",
@@ -142,7 +141,7 @@ def _same_answer(problem: LinalgProblem, first: Parsed, other: Parsed) -> bool:
 def grade(problem: LinalgProblem, response_text: str) -> LinalgGrade:
     """Grade a full response; never raises on any ``response_text``."""
     if not isinstance(response_text, str):
-        return LinalgGrade(False, "format_error", False, "response is not text")
+        return LinalgGrade(False, Verdict.FORMAT_ERROR, False, "response is not text")
     gold = gold_value(problem)
     choice = choose_answer(
         find_answers(response_text),
@@ -150,11 +149,11 @@ def grade(problem: LinalgProblem, response_text: str) -> LinalgGrade:
         same=lambda a, b: _same_answer(problem, a, b),
     )
     if choice.status == "missing":
-        return LinalgGrade(False, "format_error", False, "no 'ANSWER: <value>' line")
+        return LinalgGrade(False, Verdict.FORMAT_ERROR, False, "no 'ANSWER: <value>' line")
     if choice.status == "several":
-        return LinalgGrade(False, "wrong_answer", True, f"{choice.count} ANSWER lines with different values")
+        return LinalgGrade(False, Verdict.WRONG_ANSWER, True, f"{choice.count} ANSWER lines with different values")
     if choice.status == "unparseable" or choice.value is None:
-        return LinalgGrade(False, "format_error", False, f"unreadable ANSWER value {str(choice.raw)[:80]!r}")
+        return LinalgGrade(False, Verdict.FORMAT_ERROR, False, f"unreadable ANSWER value {str(choice.raw)[:80]!r}")
     answer = choice.value
     if (
         problem.kind == "scalar"
@@ -162,9 +161,9 @@ def grade(problem: LinalgProblem, response_text: str) -> LinalgGrade:
         and answer.value != gold.value
         and answer.value in _prompt_numbers(problem.prompt)
     ):
-        return LinalgGrade(False, "wrong_answer", True, "answer echoes a number from the prompt")
+        return LinalgGrade(False, Verdict.WRONG_ANSWER, True, "answer echoes a number from the prompt")
     ok, why = compare(problem.kind, answer, gold, problem.rel_tol)
-    return LinalgGrade(ok, "correct" if ok else "wrong_answer", True, why)
+    return LinalgGrade(ok, Verdict.CORRECT if ok else Verdict.WRONG_ANSWER, True, why)
 
 
 def reference_response(problem: LinalgProblem) -> str:
