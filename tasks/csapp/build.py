@@ -23,7 +23,7 @@ from .template import BuildError, instantiate
 from .verify import machine_anchors, verify
 
 CATEGORY_COUNTS = {"integers": 12, "floats": 10, "bits": 6, "memory": 6, "cache": 6,
-                   "processes": 8, "vm": 7, "concurrency": 7}
+                   "processes": 8, "vm": 8, "concurrency": 7}
 SOURCE_FILE = Path(__file__).with_name(TASK_FILE)
 
 

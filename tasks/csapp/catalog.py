@@ -107,7 +107,7 @@ EVAL_SET: tuple[tuple[str, str, dict[str, Any]], ...] = (
      {"kills": 2, "child_says": [1], "parent_says": False}),
     ("proc-signals-merge-interleaved", "signals_not_queued",
      {"kills": 4, "child_says": [0, 1], "parent_says": True}),
-    # vm (7)
+    # vm (8)
     ("vm-translate-decoy-tag", "address_translation",
      {"vbits": 18,
       "pbits": 16,
@@ -146,6 +146,11 @@ EVAL_SET: tuple[tuple[str, str, dict[str, Any]], ...] = (
      {"refs": [0, 1, 2, 2, 1, 3, 3, 0, 2, 1, 3, 0, 1, 0, 0, 2], "frames": 3}),
     ("vm-fifo-more-frames", "fifo_more_frames",
      {"refs": [6, 2, 4, 8, 6, 2, 0, 6, 2, 4, 8, 0, 6, 4], "frames": 3}),
+    ("vm-translate-then-cache", "translate_then_cache",
+     {"vbits": 16, "pbits": 14, "page": 64, "tlb_sets": 16, "tlb_ways": 4,
+      "tlb": [[1, 6, 140], [2, 17, 175], [9, 53, 28], [14, 48, 40]],
+      "pt": [[6, 225], [261, 77], [858, 88], [944, 130]], "va": 54954, "block": 16, "cache_sets": 128,
+      "lines": [[47, 2], [53, 3], [70, 2], [108, 3]]}),
     # concurrency (7)
     ("conc-lost-updates", "lost_updates",
      {"threads": [[["inc", "count", 3]], [["inc", "count", 3]]], "mem": {"count": 0}, "final": "count"}),

@@ -227,6 +227,78 @@ TRANSLATE = Template(
 )
 
 
+# --- on through a physically addressed cache -------------------------------------------------------
+
+
+def cached(p: Params, *, virtual_index: bool = False, fully_associative: bool = False) -> list:
+    """[TLB hit, PPN, PA, CO, CI, CT, cache hit]: ``p["va"]`` translated, then looked up in a
+    direct-mapped cache indexed and tagged by the physical address."""
+    _, _, _, _, tlb_hit, ppn, pa = translate(p)
+    address = p["va"] if virtual_index else int(pa, 16)
+    offset, rest = address % p["block"], address // p["block"]
+    index, tag = rest % p["cache_sets"], rest // p["cache_sets"]
+    hit = any(t == tag and (fully_associative or s == index) for s, t in p["lines"])
+    return [tlb_hit, ppn, pa, offset, index, _h(tag), hit]
+
+
+def cached_by_bits(p: Params) -> list:
+    translated = translate_by_bits(p)
+    text = format(int(translated[6], 16), f"0{p['pbits']}b")
+    offset_bits, index_bits = len(format(p["block"] - 1, "b")), len(format(p["cache_sets"] - 1, "b"))
+    tag_text = text[: len(text) - offset_bits - index_bits]
+    index_text = text[len(text) - offset_bits - index_bits: len(text) - offset_bits]
+    index, tag = int(index_text, 2), int(tag_text or "0", 2)
+    return [translated[4], translated[5], translated[6], int(text[len(text) - offset_bits:], 2), index, _h(tag),
+            [index, tag] in [list(line) for line in p["lines"]]]
+
+
+def _sample_cached(rng: np.random.Generator) -> Params:
+    p = _sample_translate(rng)
+    while p["page"] > 256:  # the cache index must reach above the page offset, into the PPN
+        p = _sample_translate(rng)
+    p.update(block=draw(rng, (8, 16, 32)), cache_sets=draw(rng, (32, 64, 128)))
+    pa = int(translate(p)[6], 16) // p["block"]
+    index, tag = pa % p["cache_sets"], pa // p["cache_sets"]
+    lines = {(int((index + draw_int(rng, 1, p["cache_sets"] - 1)) % p["cache_sets"]), tag)}  # the decoy
+    if draw_int(rng, 0, 1):
+        lines.add((index, tag))
+    for _ in range(draw_int(rng, 1, 3)):
+        lines.add((draw_int(rng, 0, p["cache_sets"] - 1), draw_int(rng, 0, max(1, tag * 2))))
+    p["lines"] = sorted([s_, t_] for s_, t_ in lines)
+    return p
+
+
+def _cached_question(p: Params) -> str:
+    lines = "\n".join(f"  set {s}: tag {_h(t)} (valid)" for s, t in sorted(p["lines"]))
+    return (f"{_translate_question(p)}\nThe load then goes to a direct-mapped data cache of {p['cache_sets']} "
+            f"sets with {p['block']}-byte blocks, indexed and tagged by the physical address (block offset "
+            "in the lowest bits, then the set index, then the tag). Its valid lines (every other line is "
+            f"invalid):\n{lines}")
+
+
+def _cached_trap(p: Params, key: list) -> None:
+    require(key[4] != cached(p, virtual_index=True)[4], "the physical set index must differ from the virtual one")
+    require(not key[0], "the TLB must miss")
+
+
+CACHED = Template(
+    name="translate_then_cache",
+    category="vm",
+    question=_cached_question,
+    fields=fixed(Field("whether the TLB hits", "bool"), Field("the PPN used", "hex"),
+                 Field("the physical address", "hex"), Field("the cache block offset", "int"),
+                 Field("the cache set index", "int"), Field("the cache tag", "hex"),
+                 Field("whether the cache hits", "bool")),
+    reference=cached,
+    wrong=(WrongReading("the cache is indexed and tagged by the virtual address",
+                        lambda p: cached(p, virtual_index=True)),
+           WrongReading("a matching tag anywhere in the cache hits", lambda p: cached(p, fully_associative=True))),
+    trap=_cached_trap,
+    sample=_sample_cached,
+    independent=cached_by_bits,
+)
+
+
 def _trace_trap(p: Params, key: list) -> None:
     require(any(key[:-1]), "the trace must hit somewhere")
     fully = tlb_outcomes(p, sets=1, ways=p["tlb_sets"] * p["tlb_ways"])
@@ -327,4 +399,4 @@ BELADY = Template(
     independent=lambda p: _belady(p, count=faults_from_history),
 )
 
-TEMPLATES: tuple[Template, ...] = (TRANSLATE, TLB_TRACE, POLICIES, BELADY)
+TEMPLATES: tuple[Template, ...] = (TRANSLATE, CACHED, TLB_TRACE, POLICIES, BELADY)
