@@ -41,6 +41,15 @@ def test_doctor_with_the_image_missing_says_to_build_it(docker_available, monkey
     assert "gym-sysmath sandbox build" in out and out.count("not checked: no current image") == 2
 
 
+@pytest.mark.docker
+def test_doctor_with_a_runtime_the_daemon_lacks_says_so_and_starts_nothing(docker_available, monkeypatch, capsys):
+    monkeypatch.setenv("GYM_SYSMATH_DOCKER_RUNTIME", "runsc-not-installed")
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] daemon:" in out and "no runtime 'runsc-not-installed'" in out and "runsc install" in out
+    assert out.count("not checked: the daemon lacks the runtime") == 2
+
+
 def test_the_seccomp_probe_fails_a_pool_that_runs_without_the_profile():
     """The check can fail: host processes (the process backend) have no seccomp profile."""
     with warnings.catch_warnings():

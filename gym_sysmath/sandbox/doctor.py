@@ -135,17 +135,26 @@ def run_checks(say: Callable[[Check], None] = lambda check: None) -> list[Check]
         return checks
     image = check_image(client)
     add(image)
+    blocker = None
     if image.status == FAIL:
-        for name in ("container", "seccomp"):
-            add(Check(name, FAIL, "not checked: no current image", "fix the image check first"))
-    else:
+        blocker = "no current image"
+    elif daemon.status == FAIL:
+        blocker = "the daemon lacks the runtime"
+    if blocker is None:
         from gym_sysmath.sandbox.pool import Sandbox
 
-        sandbox = Sandbox("docker", pool_size=1)
         try:
-            for check in check_container(sandbox):
-                add(check)
-        finally:
-            sandbox.close()
+            sandbox = Sandbox("docker", pool_size=1)
+        except SandboxUnavailableError as exc:
+            blocker = str(exc)[:300]
+        else:
+            try:
+                for check in check_container(sandbox):
+                    add(check)
+            finally:
+                sandbox.close()
+    if blocker is not None:
+        for name in ("container", "seccomp"):
+            add(Check(name, FAIL, f"not checked: {blocker}", "fix the checks above first"))
     add(check_cgroup_cap(client))
     return checks
