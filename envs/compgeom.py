@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import statistics
+import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gym_sysmath.actions import Reply
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn, filter_names
-from gym_sysmath.sandbox import ExecutionResult, Job, Limits, Sandbox
+from gym_sysmath.sandbox import ExecutionResult, Job, Limits, Sandbox, SandboxError
 from gym_sysmath.tasks import compgeom
-from gym_sysmath.tasks.compgeom.cases import timing_cases, train_cases
+from gym_sysmath.tasks.compgeom.cases import train_cases
+from gym_sysmath.tasks.compgeom.performance import EMPTY_INPUT, performance_score
 from gym_sysmath.verdicts import FAILED_EXECUTION, Grade, Verdict
 
 RUN_LIMITS = Limits(wall_s=10.0, cpu_s=5.0, memory_bytes=2 * 1024**3)
-PERF_LIMITS = Limits(wall_s=30.0, cpu_s=20.0, memory_bytes=2 * 1024**3, stdout_bytes=16 * 1024**2)
-PERF_REPEATS = 5
-PERF_COPIES = 16  # variants of each hidden input (~5,000 inputs): long enough to time, short enough to wait for
+#: A counted run is about 5x (C++, Rust) to 20x (Python) slower than a plain one.
+PERF_LIMITS = Limits(wall_s=60.0, cpu_s=40.0, memory_bytes=2 * 1024**3, stdout_bytes=16 * 1024**2)
+COUNT_TRIES = 5
+#: (backend, task id) -> the reference's and the starter's instruction counts (``_reference_counts``).
+_REFERENCE_COUNTS: dict[tuple[str, str], tuple[int, int]] = {}
 COMPILE_OUTPUT_CHARS = 4000
 STDERR_CHARS = 2000  # of a failing public run: the harness's first traceback and the candidate's own output
 
@@ -53,7 +56,8 @@ class CompGeomEnv(SysmathEnv):
     1.0 when the last candidate builds and passes every hidden case (kinds and counts exact,
     parameters and points within a tight relative tolerance), else 0.0. With
     `performance_weight=w > 0`, a correct candidate earns `1 + w * performance_score`, where
-    the score compares its run time with the reference solution's in the same language.
+    the score compares the instructions its run executes with the reference solution's in the
+    same language (counted, so the same submission always gets the same score).
 
     ## Starting State
     `reset(seed=..., options=...)`: `options` may carry `task_id`, `primitive` or `language`.
@@ -77,7 +81,7 @@ class CompGeomEnv(SysmathEnv):
     - `max_turns`: code actions allowed (default 8); `1` grades the first one directly.
     - `performance_weight`: 0 (default) keeps the reward binary.
     - `measure_performance`: report `info["performance_score"]` for correct submissions even
-      when the weight is 0 (costs a few timed runs).
+      when the weight is 0 (costs one counted run, and two more per task the first time).
     - `sandbox`: `"docker"` (default) or `"process"`.
     - `limits`: a `gym_sysmath.sandbox.Limits` for each run of the candidate (default 10 s wall,
       5 s CPU, 2 GiB); the build keeps its own, larger limits.
@@ -113,7 +117,6 @@ class CompGeomEnv(SysmathEnv):
         self._public: compgeom.CaseReport | None = None
         self._hidden: tuple[compgeom.Case, ...] = ()  # the episode's hidden cases (host side only)
         self._stdin_cache: dict[tuple[str, str], str] = {}
-        self._timing_cases: dict[str, tuple[compgeom.Case, ...]] = {}
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
                          limits=limits, render_mode=render_mode)
 
@@ -217,34 +220,61 @@ class CompGeomEnv(SysmathEnv):
         return self._stdin_cache[key]
 
     def _cases(self, task: compgeom.CompGeomTask, which: str) -> tuple[compgeom.Case, ...]:
-        if which == "timing":  # distinct inputs, so answers cannot be memoised across repeats
-            if task.task_id not in self._timing_cases:
-                self._timing_cases[task.task_id] = timing_cases(task.primitive, PERF_COPIES)
-            return self._timing_cases[task.task_id]
+        if which == "timing":  # the eval hidden inputs, on either split: one fixed set per task
+            return task.hidden_cases
         return task.public_cases if which == "public" else self._hidden
 
     def _performance(self, task: compgeom.CompGeomTask) -> float:
-        """Wall time of the reference over the candidate's, capped at 1.
+        """The reference's instructions over the candidate's on the timing inputs, each over
+        the starter's start-up, capped at 1 (``tasks/compgeom/performance.py``).
 
-        Both run alternately, in the same runtime and one-CPU quota per worker, on the same
-        seeded inputs, after a warm-up each (each build prefers the worker that cached it);
-        the medians are compared, so a score is only ever relative to its own language and
-        drifting machine load hits both sides alike.
-        Wall time, not the process's CPU time, so work handed to a detached grandchild still
-        counts; every timed run is graded, so a program cannot skip work on the timing input.
+        One counted run of the candidate: a count does not vary, so nothing is repeated and
+        there is nothing to memoise. Its output is graded, so skipped work scores 0, and a
+        run that fails under the counter (which it cannot fork or exec past) or leaves no
+        count scores 0 too; the counter failing on the reference is a ``scoring_error``.
         """
-        reference_source = compgeom.reference_solution(task)
+        reference, baseline = self._reference_counts(task)
         cases = self._cases(task, "timing")
-        times: dict[str, list[float]] = {"reference": [], "candidate": []}
-        for attempt in range(PERF_REPEATS + 1):
-            for side, source in (("reference", reference_source), ("candidate", None)):
-                result = self._run("timing", source, PERF_LIMITS)
-                if result.status != "ok" or not compgeom.compare(cases, result.stdout).ok:
-                    return 0.0
-                if attempt:  # the first round warms the caches
-                    times[side].append(result.wall_s)
-        reference, candidate = (statistics.median(times[side]) for side in ("reference", "candidate"))
-        return round(min(1.0, reference / max(candidate, 1e-4)), 4)
+        result = self._counted(task, None, self._stdin(task, "timing"))
+        if not result.ok or result.instructions is None or not compgeom.compare(cases, result.stdout).ok:
+            return 0.0
+        return performance_score(reference, result.instructions, baseline)
+
+    def _reference_counts(self, task: compgeom.CompGeomTask) -> tuple[int, int]:
+        """(reference on the timing inputs, starter on no input): the same every time for one
+        image, so counted once per task and backend in this process."""
+        key = (self.sandbox_backend, task.task_id)
+        if key not in _REFERENCE_COUNTS:
+            counts = []
+            for what, source, stdin, cases in (
+                    ("the reference solution", compgeom.reference_solution(task), self._stdin(task, "timing"),
+                     self._cases(task, "timing")),
+                    ("the starter on no input", task.starter, EMPTY_INPUT, ())):
+                result = self._counted(task, source, stdin)
+                if not result.ok or result.instructions is None or not compgeom.compare(cases, result.stdout).ok:
+                    raise SandboxError("instruction_counter", f"counting {what} of {task.task_id} failed: "
+                                       f"{result.status}, count {result.instructions}; {result.stderr[-300:]}")
+                counts.append(result.instructions)
+            if counts[0] <= counts[1]:
+                raise SandboxError("instruction_counter", f"{task.task_id}: the reference's count {counts[0]} is "
+                                   f"not above the starter's {counts[1]}")
+            _REFERENCE_COUNTS[key] = (counts[0], counts[1])
+        return _REFERENCE_COUNTS[key]
+
+    def _counted(self, task: compgeom.CompGeomTask, source: str | None, stdin: str) -> ExecutionResult:
+        """Build ``source`` (default: the candidate) and run it under the instruction counter.
+
+        Python under valgrind is SIGKILLed now and then in the sandbox (by no OOM killer and
+        none of the sandbox's kills; 0 to 40% of runs on a loaded 2-core machine, never seen
+        for C++ or Rust), so a run killed that way is tried again, up to ``COUNT_TRIES`` times.
+        """
+        files = compgeom.job_files(task, self._candidate if source is None else source)
+        job = Job(task.language, files, stdin=stdin, limits=PERF_LIMITS, count_instructions=True)
+        for _ in range(COUNT_TRIES):
+            result = self.rollout.run(job)
+            if not (result.status == "memory_limit" and result.signal == signal.SIGKILL):
+                break
+        return result
 
     # ------------------------------------------------------------------ reporting
 

@@ -68,7 +68,7 @@ class Job:
     #: Reuse a binary compiled earlier from identical sources (the workers keep a build cache).
     cache: bool = True
     #: Run the program under valgrind's instruction counter (``ExecutionResult.instructions``).
-    #: Such a run may not fork, start threads or exec; it is about 5x (C++, Rust) to 20x
+    #: Such a run cannot exec, and gets no count if it forks or starts a thread; it is about 5x (C++, Rust) to 20x
     #: (Python) slower than a plain one.
     count_instructions: bool = False
 

@@ -78,16 +78,17 @@ VALGRIND_LIB = "/usr/libexec/valgrind"
 COUNT_FILE = ".instructions"  # cachegrind's output, written in the job's dir when the program ends
 COUNT_FILE_MAX_BYTES = 64 * 1024 * 1024
 COUNTED_PYTHON = ["python3", "-s", "-P", "main.py"]  # a fresh interpreter: the zygote cannot be counted
-#: Per machine: (AUDIT_ARCH, execve, execveat, the x32 syscall bit or 0), for ``_exec_sealed``.
-_EXEC_SYSCALLS = {"x86_64": (0xC000003E, 59, 322, 0x40000000), "aarch64": (0xC00000B7, 221, 281, 0)}
+#: Per machine, for ``_exec_sealed``: AUDIT_ARCH, the x32 syscall bit (or 0), execve, execveat.
+_SEAL_SYSCALLS = {"x86_64": (0xC000003E, 0x40000000, 59, 322), "aarch64": (0xC00000B7, 0, 221, 281)}
 _VALGRIND_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
 def counted_argv(program: list[str], workdir: str) -> list[str]:
-    """``program`` under cachegrind. Children are not followed because there are none: a counted
-    job may not fork (RLIMIT_NPROC 1) nor exec (``_exec_sealed``)."""
+    """``program`` under cachegrind. Children are not followed: a counted job cannot exec
+    (``_exec_sealed``), and one that made a process or a thread gets no count (``StageRunner``).
+    No gdbserver: it is of no use here, and with it Python runs were killed now and then."""
     return [VALGRIND_LAUNCHER, "--tool=cachegrind", "-q", "--cache-sim=no", "--branch-sim=no",
-            "--trace-children=no", f"--cachegrind-out-file={os.path.join(workdir, COUNT_FILE)}", *program]
+            "--trace-children=no", "--vgdb=no", f"--cachegrind-out-file={os.path.join(workdir, COUNT_FILE)}", *program]
 
 
 def _exec_sealed(argv: list[str], env: dict) -> None:
@@ -95,14 +96,16 @@ def _exec_sealed(argv: list[str], env: dict) -> None:
 
     A counted program that could exec would run the rest of its work uncounted (a native
     program after valgrind) and could then write a count of its choosing. A seccomp filter
-    installed here lets ``execve`` through only for a filename pointer drawn at random in this
-    process, which the next program cannot learn, and refuses ``execveat``; valgrind's launcher,
+    installed here refuses ``execveat`` and lets ``execve`` through only for a filename pointer
+    drawn at random in this process, which the next program cannot learn; valgrind's launcher,
     which would exec once more, is skipped (the tool runs with the variables it would set).
+    Forks are not refused here but seen afterwards (refusing them, by this filter or by
+    RLIMIT_NPROC 1, had Python runs under valgrind SIGKILLed at random points).
     """
     machine = platform.machine()
-    if machine not in _EXEC_SYSCALLS:
+    if machine not in _SEAL_SYSCALLS:
         raise OSError(f"instruction counts are not supported on {machine}")
-    audit_arch, nr_execve, nr_execveat, x32_bit = _EXEC_SYSCALLS[machine]
+    audit_arch, x32_bit, nr_execve, nr_execveat = _SEAL_SYSCALLS[machine]
     tool = os.path.join(VALGRIND_LIB, f"cachegrind-{_VALGRIND_ARCH[machine]}-linux")
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
@@ -119,13 +122,14 @@ def _exec_sealed(argv: list[str], env: dict) -> None:
     address = page + secrets.randbelow(4096 - len(path))
     ctypes.memmove(address, path, len(path))
     deny, allow = 0x00050000 | errno.EPERM, 0x7FFF0000  # SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ALLOW
-    program = [  # (code, jt, jf, k): LD seccomp_data field, JEQ/JGE, RET
-        (0x20, 0, 0, 4), (0x15, 1, 0, audit_arch), (0x06, 0, 0, deny),
-        (0x20, 0, 0, 0), (0x35, 0, 1, x32_bit or 0xFFFFFFFF), (0x06, 0, 0, deny),
-        (0x15, 0, 1, nr_execveat), (0x06, 0, 0, deny),
-        (0x15, 1, 0, nr_execve), (0x06, 0, 0, allow),
-        (0x20, 0, 0, 16), (0x15, 0, 3, address & 0xFFFFFFFF),
-        (0x20, 0, 0, 20), (0x15, 0, 1, address >> 32), (0x06, 0, 0, allow), (0x06, 0, 0, deny),
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
+    program = [  # (code, jt, jf, k), offsets into seccomp_data: nr 0, arch 4, args[0] 16 (low) and 20
+        (ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, deny),
+        (ld, 0, 0, 0), (jge, 0, 1, x32_bit or 0xFFFFFFFF), (ret, 0, 0, deny),
+        (jeq, 0, 1, nr_execveat), (ret, 0, 0, deny),
+        (jeq, 1, 0, nr_execve), (ret, 0, 0, allow),
+        (ld, 0, 0, 16), (jeq, 0, 3, address & 0xFFFFFFFF),
+        (ld, 0, 0, 20), (jeq, 0, 1, address >> 32), (ret, 0, 0, allow), (ret, 0, 0, deny),
     ]
     code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
 
@@ -377,6 +381,9 @@ class StageRunner:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         setup_r, setup_w = os.pipe()  # closed (by exec, or by hand) once the job's own code starts
+        last_pid = _last_pid() if self.counted else None
+        if self.counted and last_pid is None:
+            raise SetupError("instruction counts need the container's own pid namespace")
         started = time.monotonic()
         if python is not None:
             waiter = ZYGOTE.spawn_job({"uid": self.uid, "workdir": self.workdir, "limits": self.limits},
@@ -392,7 +399,10 @@ class StageRunner:
             _kill_group(waiter.pid)
             waiter.block()
             raise SetupError(f"cannot start the job: {failure.decode('utf-8', 'replace')}")
-        return self._supervise(waiter, started, in_w, out_r, err_r, stdin)
+        result = self._supervise(waiter, started, in_w, out_r, err_r, stdin)
+        if self.counted:  # the pid namespace handed out one pid (the job's) or it made more
+            result["made_processes"] = _last_pid() != last_pid + 1
+        return result
 
     def _fork_exec(self, argv: list[str], files: dict | None, fds: tuple[int, int, int, int]) -> int:
         pid = os.fork()
@@ -1533,8 +1543,6 @@ class Supervisor:
         stdin = (job.get("stdin") or "").encode("utf-8")
         limits = _limits(job.get("limits"))
         counted = bool(job.get("count_instructions"))
-        if counted:
-            limits["processes"] = 1  # no child to hand uncounted work to (threads neither)
         try:
             if language == "python" and counted:
                 result = StageRunner(uid, workdir, limits, counted=True).run(argv=COUNTED_PYTHON, files=files,
@@ -1547,8 +1555,9 @@ class Supervisor:
                 result = self._compile_and_run(job, language, files, stdin, limits, uid, workdir, counted)
             else:
                 raise ValueError(f"unknown language {language!r}")
-            if counted and result["status"] == "ok":
+            if counted and result["status"] == "ok" and not result.pop("made_processes"):
                 result["instructions"] = read_count(workdir, uid)
+            result.pop("made_processes", None)
             return result
         finally:
             if not _purge_uid(uid, workdir):
