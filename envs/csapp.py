@@ -29,10 +29,12 @@ class CsappExactEnv(SysmathEnv):
 
     ## Description
     Each task asks about C integers (two's complement, overflow, unsigned conversion),
-    IEEE-754 single and double precision, bit manipulation, struct layout or caches, in a
-    place where the obvious answer is wrong. The 40 eval tasks are original; every answer key
-    was produced by running a reference implementation. The agent may run Python for a few
-    turns, like a programmer at a REPL, then answers.
+    IEEE-754 single and double precision, bit manipulation, struct layout, caches, x86-64
+    assembly gcc emitted, or linking (strong, weak and common symbols, static, archives), in a
+    place where the obvious answer is wrong. The eval tasks are original; every answer key was
+    produced by running a reference implementation or, for assembly and linking, the real gcc
+    and ld (at build time: the env only reads the recorded results). The agent may run Python
+    for a few turns, like a programmer at a REPL, then answers.
 
     ## Action Space
     `Text` (see `gym_sysmath.spaces`); any `str` is accepted, Unicode included. The protocol,
@@ -59,7 +61,7 @@ class CsappExactEnv(SysmathEnv):
 
     ## Starting State
     `reset(seed=..., options=...)` draws a task with the env's RNG; `options` may carry
-    `task_id`, `categories` (integers, floats, bits, memory, cache) or `difficulty` (easy,
+    `task_id`, `categories` (`gym_sysmath.tasks.csapp.CATEGORIES`) or `difficulty` (easy,
     medium, hard: see `gym_sysmath.tasks.csapp.difficulty`); `info["difficulty"]` is the task's
     level. `gym_sysmath.curriculum.Curriculum` raises the level as the success rate climbs.
 
@@ -68,7 +70,8 @@ class CsappExactEnv(SysmathEnv):
     `info["verdict"] == "scoring_error"`, when the sandbox harness fails.
 
     ## Arguments
-    - `split`: `"eval"` (the fixed 40, default) or `"train"` (fresh procedural variants).
+    - `split`: `"eval"` (the fixed set, default) or `"train"` (fresh procedural variants; for
+      assembly and linking, drawn from a pool compiled at build time).
     - `categories`: restrict tasks to these categories.
     - `difficulty`: restrict tasks to this level (a reset option overrides it).
     - `max_turns`: tool turns allowed (default 5).

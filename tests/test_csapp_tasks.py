@@ -123,7 +123,13 @@ def test_keys_hold_only_canonical_lowercase_hex():
 
 def test_verify_passes_every_task(capsys):
     assert build.main(["--verify"]) == 0
-    assert capsys.readouterr().out.strip().endswith(f"{len(TASKS)}/{len(TASKS)}")
+    out = capsys.readouterr().out.strip()
+    assert out.endswith(f"{len(TASKS)}/{len(TASKS)}")
+    # the C of every C-code task ran in the sandbox and printed its key; every second model agreed
+    (c_line,) = re.findall(r"C compiled and run in the sandbox \(gcc\): (\d+)/(\d+) tasks", out)
+    (model_line,) = re.findall(r"second, independent model: (\d+)/(\d+) tasks agree", out)
+    assert c_line[0] == c_line[1] and int(c_line[1]) >= 52
+    assert model_line[0] == model_line[1] and int(model_line[1]) >= 24
 
 
 def test_verify_catches_a_tampered_key(tmp_path):

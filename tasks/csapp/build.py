@@ -2,10 +2,12 @@
 
     python -m gym_sysmath.tasks.csapp.build            # write tasks/csapp/tasks.json
     python -m gym_sysmath.tasks.csapp.build --check    # exit 1 if the shipped file is not current
-    python -m gym_sysmath.tasks.csapp.build --verify   # re-check every task; prints N/N
+    python -m gym_sysmath.tasks.csapp.build --verify   # re-check every task (C in the sandbox); prints N/N
 
 Every key in the file is executed here from the eval set's parameters; the build fails if any
-trap, distractor, category count or machine anchor does not hold.
+trap, distractor, category count or machine anchor does not hold. Machine and linking keys are
+read from ``compiled.json``, which ``python -m gym_sysmath.tasks.csapp.compiled`` writes by
+running the real toolchain in the sandbox; rebuild that first when their templates change.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from .taskfile import TASK_FILE, render_task_file
 from .template import BuildError, instantiate
 from .verify import machine_anchors, verify
 
-CATEGORY_COUNTS = {"integers": 12, "floats": 10, "bits": 6, "memory": 6, "cache": 6,
+CATEGORY_COUNTS = {"integers": 12, "floats": 10, "bits": 6, "memory": 6, "cache": 6, "machine": 10, "linking": 8,
                    "processes": 8, "vm": 8, "concurrency": 7}
 SOURCE_FILE = Path(__file__).with_name(TASK_FILE)
 

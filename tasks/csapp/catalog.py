@@ -9,11 +9,11 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
-from . import bits, cache, concurrency, floats, integers, memory, processes, vm
+from . import assembly, bits, cache, concurrency, floats, integers, linking, memory, processes, vm
 from .template import Template
 
 TEMPLATES: MappingProxyType[str, Template] = MappingProxyType(
-    {t.name: t for module in (integers, floats, bits, memory, cache, processes, vm, concurrency)
+    {t.name: t for module in (integers, floats, bits, memory, cache, assembly, linking, processes, vm, concurrency)
      for t in module.TEMPLATES}
 )
 
@@ -71,6 +71,28 @@ EVAL_SET: tuple[tuple[str, str, dict[str, Any]], ...] = (
      {"sets": 2, "ways": 2, "block": 32, "trace": [0x010, 0x05C, 0x004, 0x03C, 0x088, 0x044, 0x018, 0x024]}),
     ("cache-two-passes", "two_passes",
      {"elem": "double", "n": 96, "stride": 2, "base": 0x10000, "sets": 16, "ways": 1, "block": 32}),
+    # machine (10): keyed by running the assembly gcc emitted (compiled.json)
+    ("asm-lea-wraps", "lea_wrap", {"a": 9, "b": 4, "c": 17, "x": 300_000_000, "y": 150_000_000}),
+    ("asm-cmov-unsigned-compare", "cmov_mixed", {"x": 5000, "y": -3, "k": 8}),
+    ("asm-setcc-promotion", "setcc_promote", {"width": "short", "calls": [[40000, -20000], [7, -1]]}),
+    ("asm-divide-by-eight", "div_pow2", {"type": "int", "k": 3, "xs": [-61, 61]}),
+    ("asm-remainder-by-ten", "rem_const", {"d": 10, "xs": [-1234567, 1234567]}),
+    ("asm-byte-extension", "extend_bytes", {"c": 0xF0, "s": 0xF0, "m": 3}),
+    ("asm-hidden-loop", "hidden_loop", {"r0": 1, "lo": 0, "m": 2, "s": 3, "ns": [10, 14]}),
+    ("asm-switch-fallthrough", "switch_fallthrough",
+     {"base": 100, "r0": 10, "k": [5, 3, 4, 6, 50], "xs": [100, 103, 102]}),
+    ("asm-stack-arguments", "stack_args", {"k1": 3, "k2": 5, "args": [11, 22, 33, 44, 55, 66, 77, 88]}),
+    ("asm-signed-high-product", "mul_high", {"a": -123_456_789_012_345, "b": 987_654_321_098}),
+    # linking (8): keyed by building the files with gcc/ld/ar and running the program (compiled.json)
+    ("link-common-overwrites-neighbour", "common_overwrite", {"x": 1, "y": 2, "v": 196_612}),
+    ("link-static-variable", "static_variable", {"a": 10, "b": 5, "c": 100, "d": 1}),
+    ("link-tentative-no-common", "tentative_definitions", {"common": False, "k": 7, "init_a": None, "init_b": None}),
+    ("link-double-as-long", "extern_mismatch", {"d": 1.5}),
+    ("link-weak-function", "weak_function", {"ka": 1, "kb": 2, "ha": 3, "hb": 4, "order": ["a.o", "b.o"]}),
+    ("link-static-function", "static_function", {"a": 111, "b": 999}),
+    ("link-archive-order", "archive_order", {"one": 40, "two": 100, "main_second": None,
+                                             "order": ["main.o", "libtwo.a", "libone.a"]}),
+    ("link-array-as-pointer", "array_pointer", {"s": "gymsysmath"}),
     # processes, vm, concurrency: keys from exhaustive models (processes.py, vm.py, concurrency.py),
     # each cross-checked by a second model, and the C of processes and concurrency run in the sandbox
     # processes (8)

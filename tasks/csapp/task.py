@@ -7,7 +7,9 @@ from typing import Any
 
 from gym_sysmath.exact import is_json_primitive_list
 
-CATEGORIES: tuple[str, ...] = ("integers", "floats", "bits", "memory", "cache", "processes", "vm", "concurrency")
+CATEGORIES: tuple[str, ...] = (
+    "integers", "floats", "bits", "memory", "cache", "machine", "linking", "processes", "vm", "concurrency",
+)
 
 Answer = list[Any]  # a non-empty flat list of bool | int | float | str
 

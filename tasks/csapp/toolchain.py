@@ -63,26 +63,34 @@ class ProgramResult:
     exit_codes: tuple[int, ...] = ()
 
 
-#: A batch killed from outside (the host's OOM killer under a full parent cgroup kills the largest
-#: process, which can be a batch that did nothing wrong) is run again, this many times in all.
-BATCH_ATTEMPTS = 5
+#: A batch job killed from outside (seen on a busy shared host: SIGKILL within a second, with no
+#: OOM record, to programs that run cleanly alone) keeps what it finished, and the rest is run
+#: again; this many kills in a row that finish nothing end the run.
+BATCH_ATTEMPTS = 8
 
 
 class ToolchainError(RuntimeError):
     """The batch job itself failed (the sandbox, not a program): never a task's answer."""
 
 
-#: Runs inside the container: reads the batch from stdin, prints one JSON result list.
-_RUNNER = r'''
-import json, os, shutil, subprocess, sys, tempfile
+#: Runs inside the container: reads the batch from stdin and prints one JSON line per program as
+#: it finishes ([index, result]), so a batch killed part way keeps what it finished.
+_RUNNER = r"""
+import json, os, shutil, subprocess, sys, tempfile, threading
 from concurrent.futures import ThreadPoolExecutor
 
-def one(spec):
+lock = threading.Lock()
+
+def one(item):
+    index, spec = item
     d = tempfile.mkdtemp(dir=".")
     try:
-        return build_and_run(spec, d)
+        out = build_and_run(spec, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)  # the scratch dir is memory: keep only one program's files
+    with lock:
+        sys.stdout.write(json.dumps([index, out]) + "\n")
+        sys.stdout.flush()
 
 def build_and_run(spec, d):
     for name, text in spec["files"].items():
@@ -103,17 +111,30 @@ def build_and_run(spec, d):
         out["exit_codes"].append(p.returncode)
     return out
 
-specs = json.load(sys.stdin)
 with ThreadPoolExecutor(int(os.environ.get("TOOLCHAIN_THREADS", "2"))) as pool:
-    results = list(pool.map(one, specs))
-print(json.dumps(results))
-'''
+    list(pool.map(one, json.load(sys.stdin)))
+"""
+
+
+def _finished(stdout: str) -> dict[int, ProgramResult]:
+    """The complete result lines of a batch's output (a killed batch may end mid-line)."""
+    done = {}
+    for line in stdout.splitlines():
+        try:
+            index, raw = json.loads(line)
+        except ValueError:
+            continue
+        done[index] = ProgramResult(
+            built=raw["built"], failed_step=raw["failed_step"], build_log=raw["build_log"],
+            shown=raw["shown"], outputs=tuple(raw["outputs"]), exit_codes=tuple(raw["exit_codes"]))
+    return done
 
 
 def run_programs(programs: Sequence[Program], lease: Any = None, *, batch: int = 40) -> list[ProgramResult]:
     """Build and run ``programs`` in the sandbox (a lease of ``gym_sysmath.sandbox.Sandbox``, or
-    a fresh one), in batches; results in the same order. Raises ``ToolchainError`` when a batch
-    job does not finish cleanly."""
+    a fresh one), in batches; results in the same order. A batch killed from outside keeps what
+    it finished and the rest runs again; ``ToolchainError`` when ``BATCH_ATTEMPTS`` runs in a row
+    finish nothing."""
     from gym_sysmath.sandbox import Job, Limits, Sandbox
 
     owned = None
@@ -122,29 +143,30 @@ def run_programs(programs: Sequence[Program], lease: Any = None, *, batch: int =
         lease = owned.lease()
     limits = Limits(wall_s=600.0, cpu_s=1200.0, processes=64, stdout_bytes=64 * 1024**2,
                     file_bytes=256 * 1024**2)
-    results: list[ProgramResult] = []
+    results: dict[int, ProgramResult] = {}
+    fruitless = 0
     try:
-        for start in range(0, len(programs), batch):
-            chunk = programs[start:start + batch]
-            job = Job("python", {"main.py": _RUNNER}, stdin=json.dumps([p.spec() for p in chunk]),
-                      limits=limits, cache=False)
-            for attempt in range(BATCH_ATTEMPTS):
-                ran = lease.run(job)
-                if ran.ok:
-                    break
-                time.sleep(2.0 * (attempt + 1))  # let the pressure that killed it pass
-            else:
-                raise ToolchainError(f"toolchain batch ended {ran.status} {BATCH_ATTEMPTS} times: "
-                                     f"{ran.stderr.strip()[-1000:]}")
-            for raw in json.loads(ran.stdout):
-                results.append(ProgramResult(
-                    built=raw["built"], failed_step=raw["failed_step"], build_log=raw["build_log"],
-                    shown=raw["shown"], outputs=tuple(raw["outputs"]), exit_codes=tuple(raw["exit_codes"])))
+        while len(results) < len(programs):
+            todo = [i for i in range(len(programs)) if i not in results][:batch]
+            job = Job("python", {"main.py": _RUNNER}, limits=limits, cache=False,
+                      stdin=json.dumps([[i, programs[i].spec()] for i in todo]))
+            ran = lease.run(job)
+            finished = {i: r for i, r in _finished(ran.stdout).items() if i in todo}
+            results.update(finished)
+            if ran.ok and len(finished) != len(todo):
+                raise ToolchainError(f"a toolchain batch exited cleanly with {len(todo) - len(finished)} results "
+                                     f"missing: {ran.stderr.strip()[-1000:]}")
+            fruitless = 0 if finished else fruitless + 1
+            if fruitless == BATCH_ATTEMPTS:
+                raise ToolchainError(f"toolchain batches ended {ran.status} {BATCH_ATTEMPTS} times in a row "
+                                     f"without finishing a program: {ran.stderr.strip()[-1000:]}")
+            if not ran.ok:
+                time.sleep(1.0 * fruitless)  # let the pressure that killed it pass
     finally:
         if owned is not None:
             lease.release()
             owned.close()
-    return results
+    return [results[i] for i in range(len(programs))]
 
 
 def result_record(result: ProgramResult) -> dict[str, Any]:

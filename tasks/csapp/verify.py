@@ -5,6 +5,12 @@ holds; it gives the same answers in two fresh interpreters (different hash seeds
 flat list of JSON primitives with lowercase hex; it survives both the task-file codec and plain
 JSON text (the ``ANSWER:`` channel) bit for bit; the distractors differ from it; and
 ``reference_code`` reproduces it. The machine model is also held to known x86-64 facts.
+
+Then the real toolchain, in the sandbox: every task whose question is C code is compiled with the
+image's gcc and run, and must print its key (a machine or linking task is rebuilt from its files
+and must reproduce ``compiled.json`` exactly; a task with a ``RunCheck`` must print only outputs
+its model allows); and every task whose key comes from a model must agree with the template's
+second, independently written model.
 """
 
 from __future__ import annotations
@@ -18,12 +24,15 @@ from typing import Any
 
 from gym_sysmath.exact import dumps_exact, exact_equal, is_json_primitive_list, loads_exact
 
+from . import compiled, cprint
 from .answers import parse_answer_value, reference_code
 from .catalog import TEMPLATES
 from .machine import CacheGeometry, ctype, misses, simulate, struct_layout
+from .runs import run_problems
 from .task import CsappTask
 from .taskfile import load_tasks
 from .template import BuildError, instantiate
+from .toolchain import Program, ProgramResult, result_record, run_programs, single_file
 
 _HASH_SEEDS = ("1", "2")
 
@@ -42,6 +51,12 @@ class VerifyReport:
     passed: int
     failures: tuple[TaskFailure, ...] = ()
     anchor_failures: tuple[str, ...] = ()
+    #: Tasks whose C was compiled and run in the sandbox, and how many of them printed the key.
+    c_programs: int = 0
+    c_passed: int = 0
+    #: Tasks with a second model, and how many agreed with the key.
+    second_models: int = 0
+    second_passed: int = 0
 
     @property
     def ok(self) -> bool:
@@ -51,9 +66,12 @@ class VerifyReport:
         return f"{self.passed}/{self.total}"
 
     def lines(self) -> list[str]:
-        """What a CLI prints: one line per problem, then the ``passed/total`` count."""
+        """What a CLI prints: one line per problem, the toolchain and second-model counts, then
+        the ``passed/total`` count."""
         out = [f"FAIL {f.task_id}: {problem}" for f in self.failures for problem in f.problems]
         out += [f"FAIL machine anchor: {anchor}" for anchor in self.anchor_failures]
+        out.append(f"C compiled and run in the sandbox (gcc): {self.c_passed}/{self.c_programs} tasks print their key")
+        out.append(f"second, independent model: {self.second_passed}/{self.second_models} tasks agree")
         return [*out, self.summary()]
 
 
@@ -167,15 +185,89 @@ def _check_task(task: CsappTask, runs: list[dict[str, Any] | None]) -> list[str]
     return problems
 
 
-def verify(path: str | os.PathLike[str] | None = None) -> VerifyReport:
-    """Re-check every task of the shipped file (or of ``path``) independently."""
+def _second_model(task: CsappTask) -> list[str] | None:
+    """None when the template has no second model; else the problems (empty: it agrees)."""
+    template = TEMPLATES.get(task.template)
+    if template is None or template.independent is None:
+        return None
+    try:
+        other = template.independent(task.params)
+    except Exception as err:
+        return [f"second model raised {type(err).__name__}: {err}"]
+    if not exact_equal(other, task.answer):
+        return [f"second model gives {other!r}, the key is {task.answer!r}"]
+    return []
+
+
+def program_of(task: CsappTask) -> tuple[Program, Any] | None:
+    """The C the task's question shows, built as the toolchain check runs it, or None."""
+    template = TEMPLATES.get(task.template)
+    if template is None:
+        return None
+    family = compiled.FAMILIES.get(task.template)
+    if family is not None:
+        return family.program(task.params), None
+    check = template.runs(task.params) if template.runs is not None else cprint.run_check(
+        template, task.params, task.answer)
+    if check is None:
+        return None
+    return single_file(check.source, times=check.runs), check
+
+
+def _toolchain_problems(task: CsappTask, program: Program, check: Any, result: ProgramResult) -> list[str]:
+    if check is not None:  # a RunCheck: every output must be one the model allows
+        return run_problems(check, result)
+    fresh = result_record(result)
+    try:
+        stored = compiled.outputs(program)
+    except BuildError as err:
+        return [str(err)]
+    problems = []
+    if (fresh["built"], fresh["failed_step"], fresh["shown"]) != (stored.built, stored.failed_step, stored.shown):
+        problems.append(f"rebuilding differs from {compiled.DATA_FILE} (build result or the assembly shown)")
+    if (tuple(fresh["outputs"]), tuple(fresh["exit_codes"])) != (stored.outputs, stored.exit_codes):
+        problems.append(f"the rebuilt program printed {fresh['outputs']!r}; {compiled.DATA_FILE} says "
+                        f"{stored.outputs!r}")
+    with compiled.recorded({program.key: fresh}):
+        try:
+            key = TEMPLATES[task.template].reference(task.params)
+        except Exception as err:
+            return [*problems, f"reading the rebuilt program's output raised {type(err).__name__}: {err}"]
+    if not exact_equal(key, task.answer):
+        problems.append(f"the rebuilt program gives the key {key!r}, not {task.answer!r}")
+    return problems
+
+
+def verify(path: str | os.PathLike[str] | None = None, *, lease: Any = None) -> VerifyReport:
+    """Re-check every task of the shipped file (or of ``path``) independently; the C programs
+    run in a sandbox container (``lease``, or a fresh Docker sandbox)."""
     tasks = load_tasks(path)
     runs, run_error = _fresh_runs(None if path is None else os.fspath(path))
+    built = {task.task_id: p for task in tasks if (p := program_of(task)) is not None}
+    toolchain_error = None
+    results: dict[str, ProgramResult] = {}
+    try:
+        ran = run_programs([program for program, _ in built.values()], lease)
+        results = dict(zip(built, ran, strict=True))
+    except Exception as err:  # the sandbox failed: every C check fails, none passes silently
+        toolchain_error = f"the sandbox toolchain run failed: {type(err).__name__}: {err}"
     failures = []
+    c_passed = second_models = second_passed = 0
     for task in tasks:
         problems = _check_task(task, runs)
         if run_error:
             problems.append(run_error)
+        if task.task_id in built:
+            program, check = built[task.task_id]
+            c_problems = ([toolchain_error] if toolchain_error
+                          else _toolchain_problems(task, program, check, results[task.task_id]))
+            c_passed += not c_problems
+            problems += c_problems
+        second = _second_model(task)
+        if second is not None:
+            second_models += 1
+            second_passed += not second
+            problems += second
         if problems:
             failures.append(TaskFailure(task.task_id, tuple(problems)))
     return VerifyReport(
@@ -183,6 +275,7 @@ def verify(path: str | os.PathLike[str] | None = None) -> VerifyReport:
         passed=len(tasks) - len(failures),
         failures=tuple(failures),
         anchor_failures=tuple(machine_anchors()),
+        c_programs=len(built), c_passed=c_passed, second_models=second_models, second_passed=second_passed,
     )
 
 
