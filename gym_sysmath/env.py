@@ -151,9 +151,7 @@ class SysmathEnv(gym.Env[str, str]):
         self.turn = 0
         self._done = True
         self._transcript: list[tuple[str, str]] = []
-        if self._needs_sandbox():
-            self._sandbox = acquire_shared(sandbox, pool_size)
-            self._sandbox.expect_rollouts(1)
+        self._closed = False
 
     # ------------------------------------------------------------------ family hooks
 
@@ -228,10 +226,22 @@ class SysmathEnv(gym.Env[str, str]):
 
     @property
     def sandbox(self) -> Sandbox:
-        """The process-wide pool this env leases its containers from."""
+        """The process-wide pool this env leases its containers from, acquired on first use, so
+        listing tasks, resetting, reading ``reference_action()`` and exporting need no Docker.
+        An unusable backend raises ``SandboxUnavailableError`` here, saying what to do."""
         if self._sandbox is None:
-            raise RuntimeError(f"{type(self).__name__} was configured without a sandbox")
+            if not self._needs_sandbox():
+                raise RuntimeError(f"{type(self).__name__} was configured without a sandbox")
+            if self._closed:
+                raise RuntimeError(f"{type(self).__name__} is closed")
+            self._sandbox = acquire_shared(self.sandbox_backend, self._pool_size)
+            self._sandbox.expect_rollouts(1)
         return self._sandbox
+
+    @property
+    def needs_sandbox(self) -> bool:
+        """Whether this env's episodes run code (and so lease containers)."""
+        return self._needs_sandbox()
 
     @property
     def rollout(self) -> Lease:
@@ -365,6 +375,7 @@ class SysmathEnv(gym.Env[str, str]):
 
     def close(self) -> None:
         self._end_episode()
+        self._closed = True
         if self._sandbox is not None:
             self._sandbox.expect_rollouts(-1)
             release_shared(self._sandbox)

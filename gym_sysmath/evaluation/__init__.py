@@ -145,7 +145,10 @@ def _task_ids(env_ids: Sequence[str], make_kwargs: Mapping[str, Any], listing_on
     try:
         for env_id in env_ids:
             probes.append(make_listing_env(env_id, **make_kwargs) if listing_only else gym.make(env_id, **make_kwargs))
-            ids[env_id] = tuple(probes[-1].unwrapped.task_ids)
+            core = probes[-1].unwrapped
+            if not listing_only and getattr(core, "needs_sandbox", False):
+                core.sandbox  # noqa: B018 - envs take their sandbox on first use: take it now, to fail fast
+            ids[env_id] = tuple(core.task_ids)
             if not ids[env_id]:
                 raise EvalError(f"{env_id} has no eval tasks with these arguments")
     except BaseException:

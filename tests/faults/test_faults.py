@@ -122,19 +122,42 @@ def test_dockerd_restarted_between_turns_rebuilds_the_session(dockerd):
     assert our_containers() == set()
 
 
-def test_unreachable_daemon_fails_make_clearly(monkeypatch):
+def first_code_run(env_id: str, **kwargs) -> None:
+    """Make an env and run a tool turn on one task: the first use of its sandbox."""
+    env = gym.make(env_id, max_turns=2, **kwargs)
+    try:
+        env.reset(seed=0)
+        env.step("```python\nprint(1)\n```")
+    finally:
+        env.close()
+
+
+def test_unreachable_daemon_fails_the_first_code_run_clearly(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(SandboxUnavailableError, match=r"not reachable.*process"):
-        gym.make("CsappExact-v0")
+        first_code_run("CsappExact-v0")
+
+
+def test_tasks_prompts_and_references_need_no_daemon(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    for env_id in ("CsappExact-v0", "CompGeom-v0", "LinearAlgebra-v0"):
+        env = gym.make(env_id, pool_size=9)  # a pool size no other test uses
+        try:
+            assert env.unwrapped.task_ids
+            prompt, info = env.reset(seed=0)
+            assert prompt and info["task_id"] in env.unwrapped.task_ids
+            assert env.unwrapped.reference_action()
+        finally:
+            env.close()
 
 
 def test_a_runtime_the_daemon_lacks_is_refused_not_replaced_by_runc(monkeypatch, docker_available):
     monkeypatch.setenv("GYM_SYSMATH_DOCKER_RUNTIME", "runsc-not-installed")
     with pytest.raises(SandboxUnavailableError, match=r"no runtime 'runsc-not-installed'.*SECURITY\.md"):
-        gym.make("CsappExact-v0", pool_size=7)  # a pool size no other test uses: a new pool starts
+        first_code_run("CsappExact-v0", pool_size=7)  # a pool size no other test uses: a new pool starts
 
 
-def test_daemon_that_never_answers_fails_make_without_hanging(monkeypatch, tmp_path):
+def test_daemon_that_never_answers_fails_the_first_code_run_without_hanging(monkeypatch, tmp_path):
     path = str(tmp_path / "silent.sock")
     silent = socket.socket(socket.AF_UNIX)
     silent.bind(path)
@@ -143,7 +166,7 @@ def test_daemon_that_never_answers_fails_make_without_hanging(monkeypatch, tmp_p
     started = time.monotonic()
     try:
         with pytest.raises(SandboxUnavailableError, match="not reachable"):
-            gym.make("CsappExact-v0")
+            first_code_run("CsappExact-v0")
     finally:
         silent.close()
     assert time.monotonic() - started < image.PING_TIMEOUT_S + 10
