@@ -45,6 +45,15 @@ static pid_t fork_checked(void)
 }
 #define fork fork_checked
 
+/* Every process reaps its remaining children when it exits, after its last line: no orphans
+   are left behind, and no line is printed or moved by it. */
+static void reap_children(void)
+{
+    while (wait(NULL) > 0)
+        ;
+}
+__attribute__((constructor)) static void reap_at_exit(void) { atexit(reap_children); }
+
 /* say() formats one line and writes it with a single write(2): no stdio buffer for fork to copy */
 #define say(...) do { char line_[64]; \\
     if (write(1, line_, snprintf(line_, sizeof line_, __VA_ARGS__)) < 0) _exit(1); } while (0)
@@ -530,104 +539,80 @@ def _signal_events(p: Params) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def signal_outputs(p: Params, queued: bool = False) -> frozenset[tuple[str, ...]]:
-    """Every output: the handler may run whenever a signal is pending and the parent is alive
-    (also while it is blocked in wait); wait returns only after the child has exited and no
-    signal is pending (the kernel delivers it on the way back to user mode)."""
+    """Every output. A pending signal is delivered whenever the parent is alive and not already
+    in the handler (also while it is blocked in wait): delivery clears the pending bit, and the
+    handler's line is written later, after the child may have run on (and sent the signal
+    again, pending until the handler returns). wait returns only after the child has exited and
+    no signal is pending (the kernel delivers it on the way back to user mode)."""
     parent, child = _signal_events(p)
 
     @functools.cache
-    def go(i: int, j: int, pending: int) -> frozenset[tuple[str, ...]]:
+    def go(i: int, j: int, pending: int, in_handler: bool) -> frozenset[tuple[str, ...]]:
         if i == len(parent):
             return frozenset({()})
         found: set[tuple[str, ...]] = set()
-        if pending:
-            found |= {("sig", *r) for r in go(i, j, pending - 1 if queued else 0)}
         if j < len(child):
             step = child[j]
             if step == "kill":
-                found |= go(i, j + 1, pending + 1 if queued else 1)
+                found |= go(i, j + 1, pending + 1 if queued else 1, in_handler)
             else:
-                found |= {(step, *r) for r in go(i, j + 1, pending)}
+                found |= {(step, *r) for r in go(i, j + 1, pending, in_handler)}
+        if in_handler:
+            found |= {("sig", *r) for r in go(i, j, pending, False)}
+            return frozenset(found)
+        if pending:
+            found |= go(i, j, pending - 1 if queued else 0, True)
         step = parent[i]
         if step == "wait":
             if j == len(child) and not pending:
-                found |= go(i + 1, j, pending)
+                found |= go(i + 1, j, pending, False)
         else:
-            found |= {(step, *r) for r in go(i + 1, j, pending)}
+            found |= {(step, *r) for r in go(i + 1, j, pending, False)}
         return frozenset(found)
 
-    return go(0, 0, 0)
+    return go(0, 0, 0, False)
+
+
+def _merges(a: list, b: list):
+    """Every interleaving of two sequences, each kept in order."""
+    if not a or not b:
+        yield a + b
+        return
+    for rest in _merges(a[1:], b):
+        yield [a[0], *rest]
+    for rest in _merges(a, b[1:]):
+        yield [b[0], *rest]
 
 
 def signal_outputs_by_merging(p: Params) -> frozenset[tuple[str, ...]]:
-    """The second model: merge the two processes' lines in every order, then place the handler.
-
-    The handler runs once for each group of kills it finds pending: any split of the child's
-    kills into consecutive non-empty groups, a run of "sig" after each group (before the next
-    group's first kill and before "done").
-    """
+    """The second model, generate and test: for each number d of handler runs, place d
+    (deliver, write "sig") pairs among the parent's own lines before its wait returns, merge the
+    parent's sequence with the child's in every order, and keep the merges a replay accepts
+    (a delivery needs a pending signal, which a kill sets and the delivery clears; wait returns
+    only once the child is done and nothing is pending)."""
     parent, child = _signal_events(p)
+    own = [s for s in parent if s not in ("wait", "done")]
     found: set[tuple[str, ...]] = set()
-    steps = [("P", s) for s in parent] + [("C", s) for s in child]
-
-    def merges(a: list, b: list):
-        if not a or not b:
-            yield a + b
-            return
-        for rest in merges(a[1:], b):
-            yield [a[0], *rest]
-        for rest in merges(a, b[1:]):
-            yield [b[0], *rest]
-
-    for merged in merges([s for s in steps if s[0] == "P"], [s for s in steps if s[0] == "C"]):
-        kills = [k for k, s in enumerate(merged) if s == ("C", "kill")]
-        done = merged.index(("P", "done"))
-        wait = merged.index(("P", "wait"))
-        if wait < len(merged) - 1 and any(s[0] == "C" for s in merged[wait + 1:]):
-            continue  # wait returns only after the child's last step
-        # a delivery point after kill k: somewhere after it, before the next kill and before done
-        for groups in range(1, len(kills) + 1):
-            for cuts in _compositions(len(kills), groups):
-                _place(merged, kills, cuts, done, found)
+    for runs in range(1, p["kills"] + 1):
+        for mine in _merges(own, ["H"] * runs):
+            steps = [x for s in mine for x in (("deliver", "sig") if s == "H" else (s,))] + ["return", "done"]
+            for merged in _merges([("P", s) for s in steps], [("C", s) for s in child]):
+                pending, left, out, ok = False, len(child), [], True
+                for who, step in merged:
+                    left -= who == "C"
+                    if step == "kill":
+                        pending = True
+                    elif step == "deliver":
+                        ok, pending = ok and pending, False
+                    elif step == "return":
+                        ok = ok and left == 0 and not pending
+                    else:
+                        out.append(step)
+                    if not ok:
+                        break
+                if ok:
+                    found.add(tuple(out))
     return frozenset(found)
-
-
-def _compositions(total: int, parts: int):
-    if parts == 1:
-        yield (total,)
-        return
-    for first in range(1, total - parts + 2):
-        for rest in _compositions(total - first, parts - 1):
-            yield (first, *rest)
-
-
-def _place(merged: list, kills: list[int], cuts: tuple[int, ...], done: int, found: set) -> None:
-    """Every way to run the handler once after each group of kills (before the next group, before done)."""
-    ends = []
-    k = 0
-    for size in cuts:
-        k += size
-        ends.append(k - 1)
-    windows = []
-    for g, last in enumerate(ends):
-        start = kills[last] + 1
-        stop = kills[ends[g] + 1] if g + 1 < len(ends) else done
-        windows.append(range(start, min(stop, done) + 1))
-
-    def fill(g: int, after: int, inserts: tuple[int, ...]) -> None:
-        if g == len(windows):
-            out: list[str] = []
-            for pos, (_, step) in enumerate(merged):
-                out += ["sig"] * inserts.count(pos)
-                if step not in ("kill", "wait"):
-                    out.append(step)
-            found.add(tuple(out))
-            return
-        for pos in windows[g]:
-            if pos >= after:
-                fill(g + 1, pos, (*inserts, pos))
-
-    fill(0, 0, ())
 
 
 def _signals(p: Params, model=signal_outputs, queued: bool = False) -> list:
