@@ -1,0 +1,72 @@
+"""Counted runs (``Job(count_instructions=True)``, CompGeom's performance score): what a program
+does to lower or forge its instruction count. Each attack must end with no count (or its real
+count), and the next counted run must still count."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from gym_sysmath.sandbox import Job, Limits, Sandbox
+
+pytestmark = pytest.mark.docker
+LIMITS = Limits(wall_s=60.0, cpu_s=40.0)
+TRIES = 5  # as the env: Python under valgrind is SIGKILLed now and then (envs/compgeom.py)
+
+
+@pytest.fixture(scope="module")
+def lease(docker_available):
+    sandbox = Sandbox(pool_size=1)
+    rollout = sandbox.lease()
+    yield rollout
+    sandbox.close()
+
+
+def counted(lease, code: str):
+    for _ in range(TRIES):
+        result = lease.run(Job("python", {"main.py": code}, limits=LIMITS, count_instructions=True))
+        if not (result.status == "memory_limit" and result.signal == signal.SIGKILL):
+            return result
+    pytest.fail("every try was SIGKILLed")
+
+
+PLAIN = "print(sum(range(1000)))\n"
+PLANT = "open('.instructions', 'w').write('summary: 1\\n')\n"
+
+
+@pytest.mark.parametrize("attack", [
+    "fork_a_child_to_do_the_work",
+    "start_a_thread",
+    "exec_an_uncounted_program",
+    "plant_a_read_only_count",
+    "plant_a_count_behind_a_symlink",
+    "plant_a_count_and_cap_the_file_size",
+])
+def test_attack_leaves_no_count(lease, attack):
+    code = {
+        "fork_a_child_to_do_the_work": "import os\nif os.fork() == 0:\n    print(sum(range(1000)))\n"
+                                       "    os._exit(0)\nos.wait()\n",
+        "start_a_thread": "import threading\nt = threading.Thread(target=print, args=(499500,))\n"
+                          "t.start()\nt.join()\n",
+        "exec_an_uncounted_program": "import os\nos.execv('/usr/bin/python3', ['python3', '-c', "
+                                     f"{PLANT + PLAIN!r}])\n",
+        "plant_a_read_only_count": PLANT + "import os\nos.chmod('.instructions', 0o400)\n" + PLAIN,
+        "plant_a_count_behind_a_symlink": "import os\nopen('x', 'w').write('summary: 1\\n')\n"
+                                          "os.symlink('x', '.instructions')\n" + PLAIN,
+        "plant_a_count_and_cap_the_file_size": PLANT + "import resource\n"
+                                               "resource.setrlimit(resource.RLIMIT_FSIZE, (12, 12))\n" + PLAIN,
+    }[attack]
+    result = counted(lease, code)
+    assert result.instructions is None, (result.status, result.instructions, result.stderr[-500:])
+    assert counted(lease, PLAIN).instructions > 1_000_000
+
+
+def test_a_count_planted_where_the_counter_can_write_is_replaced_by_the_real_one(lease):
+    planted = counted(lease, PLANT + PLAIN)
+    assert planted.ok and planted.instructions > 1_000_000
+
+
+def test_same_program_gets_the_same_count_to_within_a_millionth(lease):
+    first, second = counted(lease, PLAIN).instructions, counted(lease, PLAIN).instructions
+    assert abs(first - second) <= first * 1e-6, (first, second)
