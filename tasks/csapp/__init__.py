@@ -1,8 +1,11 @@
 """CsappExact-v0 tasks: machine-level systems problems with executed answer keys.
 
-40 original tasks on two's complement, overflow, IEEE-754, bits, memory layout and caches, each
-an instance of a template whose reference implementation computed the key, plus a training split
-of fresh template draws. Rebuild the shipped file with ``python -m gym_sysmath.tasks.csapp.build``.
+Original tasks on two's complement, overflow, IEEE-754, bits, memory layout, caches, x86-64
+assembly, linking, processes, virtual memory and concurrency, each an instance of a template
+whose executed code computed the key (a reference implementation, an exhaustive model, or the
+sandbox image's gcc and ld), plus a training split of fresh template draws. Rebuild the shipped
+files with ``python -m gym_sysmath.tasks.csapp.compiled`` (the toolchain's results, for machine
+and linking) and then ``python -m gym_sysmath.tasks.csapp.build``.
 """
 
 from .answers import parse_answer_value, read_answer_value, reference_code
