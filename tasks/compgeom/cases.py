@@ -360,10 +360,6 @@ def exact_case(case: Case) -> bool:
     return inexact(case.primitive, case.input) is None and failure(_good_python(case.primitive), case) is None
 
 
-def _values(primitive: Primitive, case_input: Mapping[str, Any]) -> list[tuple[Fraction, ...]]:
-    return [tuple(Q(x) for x in case_input[arg][field]) for arg, shape in primitive.args for field in shape.fields]
-
-
 def _transform(primitive: Primitive, values: list[Any], rng: np.random.Generator) -> list[Any]:
     if primitive.name in SCENARIOS_VEC:
         return _transform_vec(primitive, values, rng)
@@ -533,19 +529,3 @@ def load_cases(primitive: str, visibility: str, path: Path | None = None) -> tup
     if data.get("primitive") != primitive or data.get("visibility") != visibility:
         raise ValueError(f"{path}: header does not name {primitive}/{visibility}")
     return tuple(Case(c["id"], primitive, c["input"], c["expected"], c["branch"]) for c in data["cases"])
-
-
-def timing_cases(primitive_name: str, copies: int) -> tuple[Case, ...]:
-    """Seeded variants of the hidden inputs for performance runs: each copy moves every hidden
-    case by a fresh random symmetry (redrawn until double precision decides it exactly), so a
-    program that memoises answers by input gains nothing."""
-    primitive = BY_NAME[primitive_name]
-    hidden = build_cases(primitive_name)["hidden"]
-    cases = []
-    for copy in range(copies):
-        for index, case in enumerate(hidden):
-            moved = _variant(primitive, f"timing-{copy}-{case.id}", _values(primitive, case.input),
-                             _rng(primitive, 4, copy, index))
-            if moved is not None:
-                cases.append(moved)
-    return tuple(cases)

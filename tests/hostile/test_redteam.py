@@ -151,8 +151,9 @@ _sys.stdout = _Tee(_sys.stdout)
 
 def test_compgeom_timing_runs_memoised_in_time_wait_sockets(docker_available):
     """A correct candidate ~10x slower than the reference (an honest performance_score of about
-    0.15) memoises the timing runs: the warm-up round stores its output in TIME_WAIT sockets,
-    the timed rounds print it back. Its performance_score must stay that of its real speed."""
+    0.15) tries to memoise its timing output in TIME_WAIT sockets and print it back in a later
+    run. Sockets are unix only, and the score is now one counted run with nothing before it to
+    store; its performance_score must stay that of its real speed."""
     reference = compgeom.reference_solution(compgeom.load_tasks(["segment2_segment2"], ["python"])[0])
     env = gym.make("CompGeom-v0", languages=["python"], primitives=["segment2_segment2"], max_turns=1,
                    measure_performance=True, pool_size=1)
