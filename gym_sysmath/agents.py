@@ -52,6 +52,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
+
+from gym_sysmath.env import core_env
 
 KINDS = ("reference", "random", "openai", "python", "responses")
 KINDS_WITH_ARGUMENT = ("python", "responses")
@@ -120,7 +123,7 @@ class ReferenceAgent(Agent):
         return {"kind": "reference"}
 
     def act(self, turn: Turn) -> str:
-        return turn.env.unwrapped.reference_action()
+        return core_env(turn.env).reference_action()
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,10 @@ class RandomAgent(Agent):
 
     def act(self, turn: Turn) -> str:
         rng = np.random.default_rng([turn.seed, turn.index])
-        chars = turn.env.action_space.character_list
+        space = turn.env.action_space
+        if not isinstance(space, spaces.Text):
+            raise TypeError(f"the random agent draws from a Text action space, not {type(space).__name__}")
+        chars = space.character_list
         length = int(rng.integers(1, self.max_chars + 1))
         return "".join(chars[i] for i in rng.integers(len(chars), size=length))
 
@@ -650,19 +656,17 @@ def make_agent(spec: str, argument: str | None = None, **openai_options: Any) ->
     if kind not in KINDS:
         raise ValueError(f"unknown agent {spec!r}; choose from {', '.join(KINDS)}")
     argument = inline or argument
-    if kind in KINDS_WITH_ARGUMENT and not argument:
-        raise ValueError(f"agent {kind} needs an argument: {kind} MODULE:FUNCTION" if kind == "python"
-                         else f"agent {kind} needs an argument: {kind} FILE.jsonl")
-    if kind not in KINDS_WITH_ARGUMENT and argument:
+    if kind in KINDS_WITH_ARGUMENT:
+        if not argument:
+            raise ValueError(f"agent {kind} needs an argument: {kind} MODULE:FUNCTION" if kind == "python"
+                             else f"agent {kind} needs an argument: {kind} FILE.jsonl")
+        return PythonAgent(argument) if kind == "python" else ResponsesAgent(argument)
+    if argument:
         raise ValueError(f"agent {kind} takes no argument, got {argument!r}")
     if kind == "reference":
         return ReferenceAgent()
     if kind == "random":
         return RandomAgent()
-    if kind == "python":
-        return PythonAgent(argument)
-    if kind == "responses":
-        return ResponsesAgent(argument)
     options = {key: value for key, value in openai_options.items() if value is not None}
     if not options.get("model"):
         raise ValueError("agent openai needs --model")

@@ -57,13 +57,15 @@ def _compgeom_primitives() -> tuple[str, ...]:
 
 def _list(args: argparse.Namespace) -> int:
     from gym_sysmath import env_ids
+    from gym_sysmath.env import core_env
     from gym_sysmath.evaluation import make_listing_env
 
     print(f"{'id':<22} {'family':<10} {'eval tasks':>10}")
     for env_id in env_ids():
         env = make_listing_env(env_id)
         try:
-            print(f"{env_id:<22} {env.unwrapped.family:<10} {len(env.unwrapped.task_ids):>10}")
+            core = core_env(env)
+            print(f"{env_id:<22} {core.family:<10} {len(core.task_ids):>10}")
         finally:
             env.close()
     return 0
@@ -74,6 +76,7 @@ def _export(args: argparse.Namespace) -> int:
     import json
 
     from gym_sysmath import env_ids
+    from gym_sysmath.env import core_env
     from gym_sysmath.evaluation import BASE_INFO_KEYS, choose_tasks, make_listing_env, sample_seed
 
     if args.env_id not in env_ids():
@@ -87,9 +90,11 @@ def _export(args: argparse.Namespace) -> int:
         print(f"gym-sysmath: export {args.env_id} --split {args.split}: {exc}", file=sys.stderr)
         return 2
     try:
+        core = core_env(env)
+        plan: list[tuple[str | None, int]]
         if args.split == "eval":
             plan = [(task_id, sample_seed(args.seed, args.env_id, task_id, 0))
-                    for task_id in choose_tasks(args.env_id, env.unwrapped.task_ids, args.n)]
+                    for task_id in choose_tasks(args.env_id, core.task_ids, args.n)]
         else:
             plan = [(None, args.seed + index) for index in range(args.n or 100)]
         stream = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")
@@ -100,8 +105,9 @@ def _export(args: argparse.Namespace) -> int:
                           "prompt": prompt,
                           "metadata": {key: value for key, value in info.items() if key not in BASE_INFO_KEYS}}
                 if args.with_answers:
-                    record["answer"] = env.unwrapped.task.answer
-                    record["reference_action"] = env.unwrapped.reference_action()
+                    assert core.task is not None  # reset() has just chosen it
+                    record["answer"] = core.task.answer
+                    record["reference_action"] = core.reference_action()
                 stream.write(json.dumps(record, default=str) + "\n")
         finally:
             if stream is not sys.stdout:

@@ -35,7 +35,7 @@ from gym_sysmath.sandbox import (
     acquire_shared,
     release_shared,
 )
-from gym_sysmath.spaces import text_space
+from gym_sysmath.spaces import SysmathText, text_space
 from gym_sysmath.terminal import escape_controls
 from gym_sysmath.verdicts import Grade, Verdict
 
@@ -118,7 +118,10 @@ ROLES = {"prompt": "user", "action": "assistant", "observation": "user"}
 class SysmathEnv(gym.Env[str, str]):
     """Base of all gym-sysmath environments (see each family's docstring for the manual)."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    # Not a ClassVar: gymnasium declares ``metadata`` as an attribute of ``Env``; instances only read it.
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
+    observation_space: SysmathText
+    action_space: SysmathText
     family: ClassVar[str] = "base"
     default_max_turns: ClassVar[int] = 1
     splits: ClassVar[tuple[str, ...]] = ("eval", "train")
@@ -294,6 +297,7 @@ class SysmathEnv(gym.Env[str, str]):
                 how = "cut off inside a fence: nothing ran, the turn counts"
                 outcome = ToolTurn(self._cut_message(reply))
             elif kind == "code":
+                assert reply.code is not None  # kind "code" means a block in a language this task runs
                 how = f"a tool turn: ran the {reply.code.fence} block"
                 outcome = self._tool_turn(reply)
             else:
@@ -381,3 +385,12 @@ class SysmathEnv(gym.Env[str, str]):
             release_shared(self._sandbox)
             self._sandbox = None
         super().close()
+
+
+def core_env(env: gym.Env) -> SysmathEnv:
+    """The gym-sysmath env under Gymnasium's wrappers (``env.unwrapped``), typed as one, so its
+    ``task_ids``, ``family`` and ``reference_action()`` are checked where they are used."""
+    core = env.unwrapped
+    if not isinstance(core, SysmathEnv):
+        raise TypeError(f"{type(core).__name__} is not a gym-sysmath env (a gym_sysmath.env.SysmathEnv)")
+    return core

@@ -22,6 +22,13 @@ from gymnasium.vector.utils import batch_space
 from gym_sysmath.env import SysmathEnv
 
 
+def _batched(env: object, entry_point: str | type[SysmathEnv]) -> SysmathEnv:
+    """One env ``entry_point`` made, checked: the batch reads the gym-sysmath contract of each."""
+    if not isinstance(env, SysmathEnv):
+        raise TypeError(f"{entry_point!r} made a {type(env).__name__}, not a gym-sysmath env (SysmathEnv)")
+    return env
+
+
 class SysmathVectorEnv(VectorEnv):
     """``num_envs`` copies of one family stepping concurrently.
 
@@ -50,7 +57,7 @@ class SysmathVectorEnv(VectorEnv):
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.max_episode_steps = max_episode_steps
         creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
-        self.envs: list[SysmathEnv] = [creator(pool_size=pool_size, **env_kwargs) for _ in range(num_envs)]
+        self.envs = [_batched(creator(pool_size=pool_size, **env_kwargs), entry_point) for _ in range(num_envs)]
         self.num_envs = num_envs
         self.single_observation_space = self.envs[0].observation_space
         self.single_action_space = self.envs[0].action_space
@@ -153,7 +160,8 @@ class SysmathVectorEnv(VectorEnv):
         """An attribute of every env (``get_attr("messages")``: each episode's chat so far)."""
         return tuple(getattr(env, name) for env in self.envs)
 
-    def render(self) -> tuple[str | None, ...]:
+    # As SyncVectorEnv's: an env without render_mode="ansi" renders None, which gymnasium's RenderFrame leaves out.
+    def render(self) -> tuple[str | None, ...]:  # type: ignore[override]
         return tuple(env.render() for env in self.envs)
 
     def close_extras(self, **kwargs: Any) -> None:

@@ -41,6 +41,7 @@ from typing import Any
 import gymnasium as gym
 
 from gym_sysmath.agents import Agent, make_agent
+from gym_sysmath.env import core_env
 from gym_sysmath.evaluation.log import (
     RUN_HEADER,
     RUN_HEADER_FORMAT,
@@ -145,8 +146,8 @@ def _task_ids(env_ids: Sequence[str], make_kwargs: Mapping[str, Any], listing_on
     try:
         for env_id in env_ids:
             probes.append(make_listing_env(env_id, **make_kwargs) if listing_only else gym.make(env_id, **make_kwargs))
-            core = probes[-1].unwrapped
-            if not listing_only and getattr(core, "needs_sandbox", False):
+            core = core_env(probes[-1])
+            if not listing_only and core.needs_sandbox:
                 core.sandbox  # noqa: B018 - envs take their sandbox on first use: take it now, to fail fast
             ids[env_id] = tuple(core.task_ids)
             if not ids[env_id]:

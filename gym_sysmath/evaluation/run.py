@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 
@@ -24,6 +24,7 @@ from gym_sysmath.evaluation.plan import SampleSpec
 BASE_INFO_KEYS = frozenset({*INFO_KEYS, "detail"})  # the contract's fields: not task metadata
 #: A safety net: every family ends an episode within its ``max_turns``.
 MAX_STEPS = 256
+Key = TypeVar("Key")  #: ``close_all`` takes envs under any keys
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ def play(envs: dict[str, gym.Env], agent: Agent, spec: SampleSpec, make_kwargs: 
         return SampleFailure(spec, f"{type(exc).__name__}: {exc}")
 
 
-def close_all(envs: dict[str, gym.Env]) -> None:
+def close_all(envs: dict[Key, gym.Env]) -> None:
     for env in envs.values():
         try:
             env.close()

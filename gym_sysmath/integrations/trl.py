@@ -47,18 +47,21 @@ import inspect
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
 
+from gym_sysmath.env import core_env
 from gym_sysmath.evaluation import choose_tasks, sample_seed
 
 __all__ = ["Graded", "SysmathReward", "SysmathToolEnv", "build_dataset", "close_tool_envs", "completion_text"]
 
 CLOSING_ACTION = "No further turns: this is my final reply."
+#: What a TRL reward function returns for a batch: one reward per completion, None to drop it.
+Rewards = Sequence[float | None]
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,9 @@ def _content_text(content: Any) -> str | None:
         return content
     if isinstance(content, Sequence):
         parts = [part.get("text") for part in content if isinstance(part, Mapping) and part.get("type") == "text"]
-        if parts and all(isinstance(part, str) for part in parts):
-            return "\n".join(parts)
+        texts = [part for part in parts if isinstance(part, str)]
+        if parts and len(texts) == len(parts):
+            return "\n".join(texts)
     return None
 
 
@@ -247,7 +251,8 @@ class SysmathReward:
 
     # ------------------------------------------------------------------ other reward functions
 
-    def mask(self, reward_func: Callable[..., Sequence[float | None]]) -> Callable[..., list[float | None]]:
+    def mask(self, reward_func: Callable[..., Rewards | Awaitable[Rewards]]
+             ) -> Callable[..., list[float | None] | Awaitable[list[float | None]]]:
         """``reward_func``, returning ``None`` wherever this reward found a scoring error in the
         same batch, so TRL drops those samples (it drops a sample only when every reward
         function returns ``None``). Put this reward before the masked ones in ``reward_funcs``."""
@@ -265,20 +270,23 @@ class SysmathReward:
 
         name = getattr(reward_func, "__name__", type(reward_func).__name__)
         if inspect.iscoroutinefunction(reward_func) or inspect.iscoroutinefunction(type(reward_func).__call__):
-            async def masked_async(prompts: Any = None, completions: Sequence[Any] = (), **kwargs: Any):
-                return apply(await reward_func(prompts=prompts, completions=completions, **kwargs), completions)
+            async def masked_async(prompts: Any = None, completions: Sequence[Any] = (),
+                                   **kwargs: Any) -> list[float | None]:
+                values = reward_func(prompts=prompts, completions=completions, **kwargs)
+                return apply(await cast("Awaitable[Rewards]", values), completions)  # a coroutine function's
 
             masked_async.__name__ = name
             return masked_async
 
         def masked(prompts: Any = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float | None]:
-            return apply(reward_func(prompts=prompts, completions=completions, **kwargs), completions)
+            values = reward_func(prompts=prompts, completions=completions, **kwargs)
+            return apply(cast("Rewards", values), completions)  # not a coroutine function: its values
 
         masked.__name__ = name
         return masked
 
 
-def _graded(index: int, env_id: str, task_id: str, reward: float, info: Mapping[str, Any]) -> Graded:
+def _graded(index: int, env_id: str, task_id: str, reward: SupportsFloat, info: Mapping[str, Any]) -> Graded:
     if info.get("scoring_error"):
         return Graded(index, env_id, task_id, None, info.get("verdict"), str(info["scoring_error"]))
     return Graded(index, env_id, task_id, float(reward), info.get("verdict"), None)
@@ -356,7 +364,7 @@ class SysmathToolEnv:
         if self.outcome is not None:
             return "The episode is over: no more code runs. Give your final answer."
         self.tool_calls += 1
-        language = self._env.unwrapped._languages()[0]
+        language = core_env(self._env)._languages()[0]
         observation, reward, terminated, truncated, info = self._env.step(_fence(code, language))
         if terminated or truncated:  # the last allowed turn, or the harness failed
             self.outcome = (float(reward), info)
@@ -398,7 +406,7 @@ atexit.register(close_tool_envs)
 
 
 def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, seed: int = 0,
-                  conversational: bool = False, system_prompt: str | None = None, max_turns: int = 1,
+                  conversational: bool = False, system_prompt: str | None = None, max_turns: int | None = 1,
                   env_kwargs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Rows ``{"prompt", "task_id", "env_id", "split", "seed"}`` for ``datasets.Dataset.from_list``.
 
@@ -408,7 +416,8 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
     the sample seed ``eval`` and ``export`` use. ``split="train"``: ``n`` draws from seeds
     ``seed``, ``seed + 1``, ..., recorded so the reward replays the same draw. ``conversational`` makes
     the prompt a message list (with ``system_prompt`` first if given). Answers are never
-    written. Use the same ``max_turns`` and ``env_kwargs`` as the ``SysmathReward``.
+    written. Use the same ``max_turns`` (None: the family's default) and ``env_kwargs`` as the
+    ``SysmathReward``.
     """
     import gym_sysmath  # noqa: F401  (registers the ids)
 
@@ -419,7 +428,7 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
                 raise ValueError("split='train' is unlimited: pass n, the number of rows")
             draws: Iterable[tuple[dict[str, Any], int | None]] = (({"seed": seed + i}, seed + i) for i in range(n))
         else:
-            ids = choose_tasks(env_id, env.unwrapped.task_ids, n)  # the same subset `eval -n` picks
+            ids = choose_tasks(env_id, core_env(env).task_ids, n)  # the same subset `eval -n` picks
             draws = (({"seed": sample_seed(seed, env_id, task_id, 0), "options": {"task_id": task_id}},
                       sample_seed(seed, env_id, task_id, 0)) for task_id in ids)
         rows = []
