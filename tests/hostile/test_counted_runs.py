@@ -67,6 +67,6 @@ def test_a_count_planted_where_the_counter_can_write_is_replaced_by_the_real_one
     assert planted.ok and planted.instructions > 1_000_000
 
 
-def test_same_program_gets_the_same_count_to_within_a_millionth(lease):
+def test_same_program_gets_the_same_count_to_within_a_hundred_thousandth(lease):
     first, second = counted(lease, PLAIN).instructions, counted(lease, PLAIN).instructions
-    assert abs(first - second) <= first * 1e-6, (first, second)
+    assert abs(first - second) <= first * 1e-5, (first, second)
