@@ -23,7 +23,7 @@ make a rounded division land on the right side of an end point.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -37,9 +37,14 @@ def _fields(primitive: str, case_input: Mapping[str, Any]) -> list[tuple[Pair, P
     out = []
     for arg, shape in BY_NAME[primitive].args:
         f0, f1 = shape.fields
-        a, b = (tuple(float(x) for x in case_input[arg][f]) for f in (f0, f1))
-        out.append((a, b, shape.fields == ("p0", "p1")))
+        out.append((_pair(case_input[arg][f0]), _pair(case_input[arg][f1]), shape.fields == ("p0", "p1")))
     return out
+
+
+def _pair(values: Sequence[float]) -> Pair:
+    """A decoded 2D point or vector, as floats."""
+    x, y = values
+    return (float(x), float(y))
 
 
 class _Inexact(Exception):

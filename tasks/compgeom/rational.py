@@ -11,6 +11,7 @@ Everything is ``fractions.Fraction``: no rounding, so the expected outputs are e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -111,16 +112,20 @@ def intersect(c0: Component, c1: Component) -> Exact2D:
     img_lo, img_hi = (ends[0], ends[1]) if b > 0 else (ends[1], ends[0])
     lo, hi = _max(c0.lo, img_lo), _min(c0.hi, img_hi)
     sense = "same" if b > 0 else "opposite"
-    if lo is not None and hi is not None and lo > hi:
-        kind, ts = "none", ()
-    elif lo is not None and lo == hi:
-        kind, ts = "point", (lo,)
-    elif lo is None and hi is None:
-        kind, ts = "line", ()
-    elif lo is None or hi is None:
-        kind, ts = "ray", (hi if lo is None else lo,)
+    ts: tuple[Fraction, ...]
+    if lo is not None and hi is not None:
+        if lo > hi:
+            kind, ts = "none", ()
+        elif lo == hi:
+            kind, ts = "point", (lo,)
+        else:
+            kind, ts = "segment", (lo, hi)
+    elif lo is not None:
+        kind, ts = "ray", (lo,)
+    elif hi is not None:
+        kind, ts = "ray", (hi,)
     else:
-        kind, ts = "segment", (lo, hi)
+        kind, ts = "line", ()
     return Exact2D(
         kind,
         tuple(ts),
@@ -130,7 +135,7 @@ def intersect(c0: Component, c1: Component) -> Exact2D:
     )
 
 
-def vec(values: object) -> Vec:
+def vec(values: Sequence[float]) -> Vec:
     """An exact point from a decoded JSON pair (floats convert exactly)."""
-    x, y = values  # type: ignore[misc]
+    x, y = values
     return (Fraction(x), Fraction(y))

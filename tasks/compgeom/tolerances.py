@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from .cases import Case
 from .inprocess import first_failure, load_source
-from .mutation import Mutation, apply_edits
+from .mutation import Edit, Mutation, apply_edits
 from .primitives import BY_NAME, PRIMITIVES
 
 EPS = "1e-12"
@@ -38,7 +38,10 @@ SIZES: tuple[float, ...] = (1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1
 
 CMATH = ("#include <algorithm>\n", "#include <algorithm>\n#include <cmath>\n")
 
-_PARALLEL = {
+#: Per language, the (old, new) replacements of one candidate (``Mutation.edits``).
+_Edits = dict[str, tuple[Edit, ...]]
+
+_PARALLEL: dict[str, _Edits] = {
     "abs": {
         "cpp": (("if (den != 0) {", f"if (std::abs(den) > {EPS}) {{"), CMATH),
         "rust": (("if den != 0.0 {", f"if den.abs() > {EPS} {{"),),
@@ -50,7 +53,7 @@ _PARALLEL = {
         "python": (("if den != 0:", f"if abs(den) > {EPS} * (_dot(d0, d0) * _dot(d1, d1)) ** 0.5:"),),
     },
 }
-_COLLINEAR = {
+_COLLINEAR: dict[str, _Edits] = {
     "abs": {
         "cpp": (("if (perp(q, d0) != 0) return", f"if (std::abs(perp(q, d0)) > {EPS}) return"), CMATH),
         "rust": (("if perp(q, d0) != 0.0 {", f"if perp(q, d0).abs() > {EPS} {{"),),
@@ -64,7 +67,7 @@ _COLLINEAR = {
     },
 }
 _LO, _HI = f"-{EPS}", f"1 + {EPS}"
-_INTERVAL = {
+_INTERVAL: dict[str, _Edits] = {
     "line2_ray2": {
         "cpp": (("if (t1 >= 0)", f"if (t1 >= {_LO})"),),
         "rust": (("if t1 >= 0.0 {", f"if t1 >= {_LO} {{"),),
@@ -94,7 +97,7 @@ _INTERVAL = {
         "python": (("if 0 <= t0 <= 1 and 0 <= t1 <= 1:", f"if {_LO} <= t0 <= {_HI} and {_LO} <= t1 <= {_HI}:"),),
     },
 }
-_INTERVAL_COLLINEAR = {
+_INTERVAL_COLLINEAR: dict[str, _Edits] = {
     "ray2_ray2": {  # facing away by less than eps counts as sharing the origin
         "cpp": (("if (s == 0) return", f"if (s >= {_LO}) return"),),
         "rust": (("if s == 0.0 {", f"if s >= {_LO} {{"),),
@@ -111,7 +114,7 @@ _INTERVAL_COLLINEAR = {
         "python": (("if lo > hi:", f"if lo > hi + {EPS}:"),),
     },
 }
-_TOUCH = {
+_TOUCH: dict[str, _Edits] = {
     "abs": {
         "cpp": (("box0.max[i] < box1.min[i] || box0.min[i] > box1.max[i]",
                  f"box1.min[i] - box0.max[i] > {EPS} || box0.min[i] - box1.max[i] > {EPS}"),),
@@ -137,7 +140,8 @@ _TOUCH = {
 _NORM = {"cpp": "std::sqrt(direction.x * direction.x + direction.y * direction.y)",
          "rust": "(direction.x * direction.x + direction.y * direction.y).sqrt()",
          "python": "(direction.x ** 2 + direction.y ** 2) ** 0.5"}
-_CLIP_TOLERANCES = {  # a line, ray or segment against a 2D box (the good fixtures' slab loop)
+# A line, ray or segment against a 2D box (the good fixtures' slab loop): name -> (bug, edits).
+_CLIP_TOLERANCES: dict[str, tuple[str, _Edits]] = {
     "tol_parallel_abs": ("a direction component of at most {eps} (absolute) counts as parallel to the axis", {
         "cpp": (("if (d[i] == 0) {", f"if (std::abs(d[i]) <= {EPS}) {{"), CMATH),
         "rust": (("if d == 0.0 {", f"if d.abs() <= {EPS} {{"),),
@@ -225,7 +229,7 @@ def _beyond(form: str) -> dict[str, tuple[tuple[str, str], ...]]:
 _D_NORM = {"cpp": "std::sqrt(d.x * d.x + d.y * d.y + d.z * d.z)",
            "rust": "(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt()",
            "python": "(d.x * d.x + d.y * d.y + d.z * d.z) ** 0.5"}
-_OWN_TOLERANCES: dict[str, tuple[tuple[str, str, dict[str, tuple[tuple[str, str], ...]]], ...]] = {
+_OWN_TOLERANCES: dict[str, tuple[tuple[str, str, _Edits], ...]] = {
     "triangle2_triangle2": (
         ("tol_degenerate_abs", f"a triangle of area at most {EPS} (absolute) counts as degenerate", _flat_area("abs")),
         ("tol_degenerate_rel", f"a triangle of area at most {EPS} of its edges' product counts as degenerate",

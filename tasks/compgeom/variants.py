@@ -39,7 +39,7 @@ def scaled(values: Values, exponent: int) -> Values:
     return [tuple(x * factor for x in v) for v in values]
 
 
-def _plus(v: tuple[Fraction, ...], delta: Fraction, unit: Sequence[int]) -> tuple[Fraction, ...]:
+def _plus(v: tuple[Fraction, ...], delta: Fraction, unit: Sequence[int | Fraction]) -> tuple[Fraction, ...]:
     return tuple(x + delta * u for x, u in zip(v, unit, strict=True))
 
 
@@ -52,13 +52,13 @@ def moves(primitive: Primitive, values: Values, delta: Fraction) -> Iterator[tup
         n = len(values[0])
         for box in (0, 1):
             for axis in range(n):
-                unit = [0] * n
+                axis_unit = [0] * n
                 for sign in (1, -1):
-                    unit[axis] = sign
+                    axis_unit[axis] = sign
                     lo, hi = values[2 * box], values[2 * box + 1]
-                    for how, new in (("shift", (_plus(lo, delta, unit), _plus(hi, delta, unit))),
-                                     ("grow-max", (lo, _plus(hi, delta, unit))),
-                                     ("grow-min", (_plus(lo, delta, unit), hi))):
+                    for how, new in (("shift", (_plus(lo, delta, axis_unit), _plus(hi, delta, axis_unit))),
+                                     ("grow-max", (lo, _plus(hi, delta, axis_unit))),
+                                     ("grow-min", (_plus(lo, delta, axis_unit), hi))):
                         out = list(values)
                         out[2 * box: 2 * box + 2] = new
                         yield f"box{box}-{how}-{axis}{'+' if sign > 0 else '-'}", out

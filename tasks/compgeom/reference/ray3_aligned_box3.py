@@ -40,7 +40,7 @@ Differences from Geometric Tools, on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -58,8 +58,8 @@ class Exact3D:
     branch: str = ""
 
 
-def _vec3(values: object) -> Vec3:
-    x, y, z = values  # type: ignore[misc]
+def _vec3(values: Sequence[float]) -> Vec3:
+    x, y, z = values
     return (Fraction(x), Fraction(y), Fraction(z))
 
 

@@ -38,8 +38,9 @@ Differences from Geometric Tools, on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from ..rational import Vec, perp, sub, vec
@@ -56,7 +57,8 @@ class ExactTest:
     branch: str = ""
 
 
-def area(t: tuple[Vec, Vec, Vec]) -> Any:
+def area(t: Sequence[Vec]) -> Fraction:
+    """Twice the signed area of the triangle ``t`` (its three vertices)."""
     return perp(sub(t[1], t[0]), sub(t[2], t[0]))
 
 
