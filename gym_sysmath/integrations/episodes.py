@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
@@ -154,7 +154,9 @@ class Episode:
     @property
     def core(self) -> SysmathEnv:
         """The env under Gymnasium's wrappers (its ``turn``, ``max_turns``, ``reference_action``)."""
-        return cast("SysmathEnv", self.env.unwrapped)
+        from gym_sysmath.env import core_env  # on use: this module loads without the env machinery
+
+        return core_env(self.env)
 
     def reset(self) -> tuple[str, dict[str, Any]]:
         observation, self.info = self.ref.reset(self.env)
