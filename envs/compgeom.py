@@ -268,8 +268,10 @@ class CompGeomEnv(SysmathEnv):
         none of the sandbox's kills; 0 to 40% of runs on a loaded 2-core machine, never seen
         for C++ or Rust), so a run killed that way is tried again, up to ``COUNT_TRIES`` times.
         """
-        files = compgeom.job_files(task, self._candidate if source is None else source)
-        job = Job(task.language, files, stdin=stdin, limits=PERF_LIMITS, count_instructions=True)
+        source = self._candidate if source is None else source
+        assert source is not None  # only a submitted candidate is scored
+        job = Job(task.language, compgeom.job_files(task, source), stdin=stdin, limits=PERF_LIMITS,
+                  count_instructions=True)
         for _ in range(COUNT_TRIES):
             result = self.rollout.run(job)
             if not (result.status == "memory_limit" and result.signal == signal.SIGKILL):

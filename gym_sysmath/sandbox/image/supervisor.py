@@ -401,7 +401,7 @@ class StageRunner:
             raise SetupError(f"cannot start the job: {failure.decode('utf-8', 'replace')}")
         result = self._supervise(waiter, started, in_w, out_r, err_r, stdin)
         if self.counted:  # the pid namespace handed out one pid (the job's) or it made more
-            result["made_processes"] = _last_pid() != last_pid + 1
+            result["made_processes"] = last_pid is None or _last_pid() != last_pid + 1
         return result
 
     def _fork_exec(self, argv: list[str], files: dict | None, fds: tuple[int, int, int, int]) -> int:
