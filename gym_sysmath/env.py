@@ -8,9 +8,9 @@ into a ``scoring_error`` that truncates the episode instead of masquerading as a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
@@ -93,6 +93,10 @@ def format_tool_output(result: ExecutionResult, turn: int, max_turns: int, resta
     return "\n".join(parts)
 
 
+@overload
+def filter_names(name: str, value: None) -> None: ...
+@overload
+def filter_names(name: str, value: Iterable[str]) -> tuple[str, ...]: ...
 def filter_names(name: str, value: Any) -> tuple[str, ...] | None:
     """A filter argument (``categories``, ``topics``, ``languages``...) as a tuple of names.
 
