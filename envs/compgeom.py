@@ -25,12 +25,14 @@ STDERR_CHARS = 2000  # of a failing public run: the harness's first traceback an
 
 
 class CompGeomEnv(SysmathEnv):
-    """Implement a 2D/N-d intersection query; graded on hidden cases the agent never sees.
+    """Implement a 2D/3D/N-d intersection query; graded on hidden cases the agent never sees.
 
     ## Description
-    Seven primitives (`aligned_box_aligned_box` in N dimensions, and the 2D `line2_line2`,
-    `line2_ray2`, `line2_segment2`, `ray2_ray2`, `ray2_segment2`, `segment2_segment2`) in
-    three languages: 21 tasks. The prompt holds the contract (result kinds, parameters on
+    Thirteen primitives (`aligned_box_aligned_box` in N dimensions; the 2D `line2_line2`,
+    `line2_ray2`, `line2_segment2`, `ray2_ray2`, `ray2_segment2`, `segment2_segment2`; a
+    segment, ray or line against a 2D box: `segment2_aligned_box2`, `ray2_aligned_box2`,
+    `line2_aligned_box2`; the test query `triangle2_triangle2`; the 3D `ray3_aligned_box3`
+    and `segment3_triangle3`) in three languages: 39 tasks. The prompt holds the contract (result kinds, parameters on
     each input, degenerate inputs) and a starter file with the API to keep. The candidate is
     compiled in the sandbox next to a generated harness, which reads case inputs on stdin and
     prints one record per case; the host compares the records with expectations computed by
@@ -68,8 +70,8 @@ class CompGeomEnv(SysmathEnv):
     Truncated with a `scoring_error` verdict if the sandbox harness fails.
 
     ## Arguments
-    - `split`: `"eval"` (default: the 21 tasks, graded on their fixed hidden cases) or `"train"`:
-      the same 21 tasks (prompt, contract, public cases), but every episode is graded on
+    - `split`: `"eval"` (default: the 39 tasks, graded on their fixed hidden cases) or `"train"`:
+      the same 39 tasks (prompt, contract, public cases), but every episode is graded on
       fresh hidden cases drawn from the env's RNG by the eval corpus's generators (each
       scenario under a random symmetry and at a random power-of-two scale, near misses at
       random sizes 2^-7 .. 2^-42, random configurations; every branch reached, every case
