@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gym_sysmath.actions import Reply
@@ -102,7 +102,7 @@ class CsappExactEnv(SysmathEnv):
                          limits=limits, render_mode=render_mode)
 
     @staticmethod
-    def _check_categories(categories) -> tuple[str, ...] | None:
+    def _check_categories(categories: Iterable[str] | None) -> tuple[str, ...] | None:
         if categories is None:
             return None
         chosen = filter_names("categories", categories)
@@ -187,6 +187,7 @@ class CsappExactEnv(SysmathEnv):
                                                "display) of numbers, booleans and strings")
         if choice.status == "several":
             return Grade(Verdict.WRONG_ANSWER, "several different ANSWER values were given")
+        assert choice.value is not None  # status "one" carries its value
         return self._compare(choice.value)
 
     def _grade_session(self, how: str) -> Grade:

@@ -88,6 +88,18 @@ def _matches_model(model: Callable[[Params], Answer]) -> Callable[[Params, Answe
     return lambda p, key: require(key == model(p), "the compiled function must agree with the model of its C")
 
 
+def _agrees_and(model: Callable[[Params], Answer], holds: Callable[[Params, Answer], bool],
+                message: str) -> Callable[[Params, Answer], None]:
+    """A trap: the compiled function agrees with ``model``, then ``holds`` (what the draw must set up)."""
+    agrees = _matches_model(model)
+
+    def trap(p: Params, key: Answer) -> None:
+        agrees(p, key)
+        require(holds(p, key), message)
+
+    return trap
+
+
 # --- lea: scaled index arithmetic that wraps at 32 bits ---------------------------------------
 
 
@@ -132,7 +144,7 @@ CMOV_MIXED = machine_template(
     calls=lambda p: [f"{p['x']}UL, {p['y']}L"],
     model=_cmov,
     wrong=(WrongReading("reads the comparison as signed (cmovl, not cmovb)", lambda p: _cmov(p, signed=True)),),
-    trap=lambda p, key: (_matches_model(_cmov)(p, key), require(p["y"] < 0 <= p["x"], "y must be negative")),
+    trap=_agrees_and(_cmov, lambda p, key: p["y"] < 0 <= p["x"], "y must be negative"),
     draw_params=lambda rng: {"x": draw_int(rng, 0, 10**6), "y": -draw_int(rng, 1, 10**6), "k": draw_int(rng, 1, 99)},
 )
 
@@ -166,8 +178,7 @@ SETCC_PROMOTE = machine_template(
     calls=lambda p: [f"{a}, {b}" for a, b in p["calls"]],
     model=_setcc,
     wrong=(WrongReading("the other signedness (setg for seta or back)", lambda p: _setcc(p, flipped=True)),),
-    trap=lambda p, key: (_matches_model(_setcc)(p, key),
-                         require(all(b < 0 <= a for a, b in p["calls"]), "every b must be negative")),
+    trap=_agrees_and(_setcc, lambda p, key: all(b < 0 <= a for a, b in p["calls"]), "every b must be negative"),
     draw_params=_setcc_draw,
 )
 
@@ -186,8 +197,7 @@ DIV_POW2 = machine_template(
     calls=lambda p: [str(x) + ("L" if p["type"] == "long" else "") for x in p["xs"]],
     model=_div_pow2,
     wrong=(WrongReading("takes the arithmetic shift alone (floor division)", lambda p: _div_pow2(p, floor=True)),),
-    trap=lambda p, key: (_matches_model(_div_pow2)(p, key),
-                         require(key != _div_pow2(p, floor=True), "a negative x must not be a multiple")),
+    trap=_agrees_and(_div_pow2, lambda p, key: key != _div_pow2(p, floor=True), "a negative x must not be a multiple"),
     draw_params=lambda rng: (lambda k: {"type": draw(rng, ("int", "long")), "k": k, "xs": [
         -(draw_int(rng, 1, 5000) * (1 << k) + draw_int(rng, 1, (1 << k) - 1)), draw_int(rng, 1, 10**6)]})(
         draw_int(rng, 1, 6)),
@@ -207,8 +217,7 @@ REM_CONST = machine_template(
     calls=lambda p: [str(x) for x in p["xs"]],
     model=_rem,
     wrong=(WrongReading("a non-negative remainder (Python's %)", lambda p: _rem(p, python=True)),),
-    trap=lambda p, key: (_matches_model(_rem)(p, key),
-                         require(any(k < 0 for k in key), "a remainder must be negative")),
+    trap=_agrees_and(_rem, lambda p, key: any(k < 0 for k in key), "a remainder must be negative"),
     draw_params=lambda rng: {"d": draw(rng, (3, 5, 6, 7, 10, 11, 12, 13)),
                              "xs": [-draw_int(rng, 1, 10**9), draw_int(rng, 1, 10**9)]},
 )
@@ -230,8 +239,8 @@ EXTEND_BYTES = machine_template(
     model=_extend,
     wrong=(WrongReading("zero-extends both bytes", lambda p: _extend(p, zero_both=True)),
            WrongReading("sign-extends both bytes", lambda p: _extend(p, sign_both=True))),
-    trap=lambda p, key: (_matches_model(_extend)(p, key),
-                         require(p["c"] >= 0x80 and p["s"] >= 0x80, "both bytes must have their top bit set")),
+    trap=_agrees_and(_extend, lambda p, key: p["c"] >= 0x80 and p["s"] >= 0x80,
+                     "both bytes must have their top bit set"),
     draw_params=lambda rng: {"c": draw_int(rng, 0x80, 0xFF), "s": draw_int(rng, 0x80, 0xFF), "m": draw_int(rng, 2, 40)},
     note="The caller passes the bytes shown in %dil and %sil. ",
 )
@@ -319,8 +328,7 @@ SWITCH_FALLTHROUGH = machine_template(
     calls=lambda p: [f"{x}L" for x in p["xs"]],
     model=_switch,
     wrong=(WrongReading("every case breaks (the fall-through jumps missed)", lambda p: _switch(p, breaks=True)),),
-    trap=lambda p, key: (_matches_model(_switch)(p, key),
-                         require(p["xs"][0] - p["base"] in (0, 2), "the first call must fall through")),
+    trap=_agrees_and(_switch, lambda p, key: p["xs"][0] - p["base"] in (0, 2), "the first call must fall through"),
     draw_params=lambda rng: (lambda b: {"base": b, "r0": draw_int(rng, 2, 50),
                                         "k": [draw_int(rng, 1, 90) for _ in range(5)],
                                         "xs": [b + draw(rng, (0, 2)), b + draw(rng, (1, 3, 4, 5)),
@@ -350,8 +358,7 @@ STACK_ARGS = machine_template(
                         lambda p: _stack_args(p, swap_stack=True)),
            WrongReading("the third and fourth argument registers swapped (%rcx for %rdx)",
                         lambda p: _stack_args(p, swap_cd=True))),
-    trap=lambda p, key: (_matches_model(_stack_args)(p, key),
-                         require(len(set(p["args"])) == 8, "the arguments must be distinct")),
+    trap=_agrees_and(_stack_args, lambda p, key: len(set(p["args"])) == 8, "the arguments must be distinct"),
     draw_params=lambda rng: {"k1": draw_int(rng, 2, 9), "k2": draw_int(rng, 2, 9),
                              "args": [int(v) for v in rng.permutation(90)[:8] + 1]},
     hide_body=True,
@@ -377,7 +384,7 @@ MUL_HIGH = machine_template(
     model=_mulhi,
     wrong=(WrongReading("the unsigned high half (mulq, not imulq)", lambda p: _mulhi(p, unsigned=True)),
            WrongReading("the low 64 bits of the product", lambda p: _mulhi(p, low=True))),
-    trap=lambda p, key: (_matches_model(_mulhi)(p, key), require(p["a"] < 0 < p["b"], "a must be negative")),
+    trap=_agrees_and(_mulhi, lambda p, key: p["a"] < 0 < p["b"], "a must be negative"),
     draw_params=lambda rng: {"a": -draw_int(rng, 2**40, 2**62), "b": draw_int(rng, 2**30, 2**62)},
 )
 

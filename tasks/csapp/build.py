@@ -53,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.verify:
-        report = verify(None if args.output == SOURCE_FILE else args.output)
-        print("\n".join(report.lines()))
-        return 0 if report.ok else 1
+        verification = verify(None if args.output == SOURCE_FILE else args.output)
+        print("\n".join(verification.lines()))
+        return 0 if verification.ok else 1
 
     tasks = build_tasks()
     text = render_task_file(tasks)
