@@ -114,6 +114,9 @@ class CompGeomEnv(SysmathEnv):
                                                                           filter_names("languages", languages))}
         self.performance_weight = float(performance_weight)
         self.measure_performance = measure_performance or self.performance_weight > 0
+        if self.measure_performance and sandbox == "process":  # else every correct answer is a scoring_error
+            raise ValueError("performance_weight and measure_performance need sandbox='docker': instruction "
+                             "counts need the container's own pid namespace, which the process backend lacks")
         self._current: compgeom.CompGeomTask | None = None
         self._candidate: str | None = None
         self._public: compgeom.CaseReport | None = None

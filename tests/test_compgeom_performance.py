@@ -59,6 +59,13 @@ def test_performance_score_is_the_reference_count_over_the_candidates_above_the_
         performance_score(reference=100, candidate=500, baseline=100)
 
 
+@pytest.mark.parametrize("option", [{"performance_weight": 0.5}, {"measure_performance": True}])
+def test_performance_on_the_process_backend_is_refused_up_front(option):
+    # There every counted run is a SetupError: every correct answer would be a scoring_error.
+    with pytest.raises(ValueError, match="sandbox='docker'"):
+        gym.make("CompGeom-v0", sandbox="process", **option)
+
+
 @pytest.mark.docker
 @pytest.mark.parametrize("language", compgeom.LANGUAGES)
 def test_same_submission_gets_the_same_score_twice_and_a_slower_one_less(env, language):
