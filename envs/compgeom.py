@@ -24,6 +24,17 @@ COMPILE_OUTPUT_CHARS = 4000
 STDERR_CHARS = 2000  # of a failing public run: the harness's first traceback and the candidate's own output
 
 
+
+#: Whether the instruction count can be rewarded. Not yet: valgrind's client requests
+#: (``VALGRIND_NON_SIMD_CALL*``, reachable from C++ and Rust inline asm) run a candidate's
+#: function natively, outside the count, so a slow submission can score 1.0 (SECURITY.md,
+#: "Performance score"). Until the image's valgrind refuses them, the score is reported only.
+PERFORMANCE_REWARD_SAFE = False
+PERFORMANCE_REWARD_REFUSED = (
+    "performance_weight > 0 is refused for now: valgrind's client requests let a candidate run code "
+    "outside the instruction count, so the score can be forged (see SECURITY.md, 'Performance score'). "
+    "measure_performance=True reports info['performance_score'] without rewarding it.")
+
 class CompGeomEnv(SysmathEnv):
     """Implement a 2D/3D/N-d intersection query; graded on hidden cases the agent never sees.
 
@@ -56,10 +67,12 @@ class CompGeomEnv(SysmathEnv):
 
     ## Rewards
     1.0 when the last candidate builds and passes every hidden case (kinds and counts exact,
-    parameters and points within a tight relative tolerance), else 0.0. With
-    `performance_weight=w > 0`, a correct candidate earns `1 + w * performance_score`, where
-    the score compares the instructions its run executes with the reference solution's in the
-    same language (counted, so the same submission always gets the same score).
+    parameters and points within a tight relative tolerance), else 0.0. The performance
+    score (`measure_performance=True`: `info["performance_score"]`) compares the instructions
+    the candidate's run executes with the reference solution's in the same language (counted,
+    so the same submission always gets the same score). It is reported, not rewarded:
+    `performance_weight > 0` (a reward of `1 + w * score`) is refused until the counter cannot
+    be bypassed (`PERFORMANCE_REWARD_SAFE`).
 
     ## Starting State
     `reset(seed=..., options=...)`: `options` may carry `task_id`, `primitive` or `language`.
@@ -81,7 +94,7 @@ class CompGeomEnv(SysmathEnv):
     - `languages`: restrict to some of `cpp`, `rust`, `python` (the per-language ids set it).
     - `primitives`: restrict to some primitives.
     - `max_turns`: code actions allowed (default 8); `1` grades the first one directly.
-    - `performance_weight`: 0 (default) keeps the reward binary.
+    - `performance_weight`: 0 (default, and for now the only value taken) keeps the reward binary.
     - `measure_performance`: report `info["performance_score"]` for correct submissions even
       when the weight is 0 (costs one counted run, and two more per task the first time).
     - `sandbox`: `"docker"` (default) or `"process"`.
@@ -110,6 +123,8 @@ class CompGeomEnv(SysmathEnv):
                  render_mode: str | None = None):
         if performance_weight < 0:
             raise ValueError(f"performance_weight must be >= 0, got {performance_weight}")
+        if performance_weight > 0 and not PERFORMANCE_REWARD_SAFE:
+            raise ValueError(PERFORMANCE_REWARD_REFUSED)
         self._tasks = {task.task_id: task for task in compgeom.load_tasks(filter_names("primitives", primitives),
                                                                           filter_names("languages", languages))}
         self.performance_weight = float(performance_weight)

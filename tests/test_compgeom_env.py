@@ -129,13 +129,18 @@ def test_builds_are_not_shared_between_episodes(env):
         assert "Build: ok" in observation and "(cached)" not in observation
 
 
-def test_performance_weight_adds_a_bounded_bonus(docker_available):
-    environment = gym.make("CompGeomPython-v0", performance_weight=0.5, max_turns=1)
+def test_a_performance_weight_is_refused_while_the_count_can_be_bypassed():
+    with pytest.raises(ValueError, match="can be forged"):
+        gym.make("CompGeomPython-v0", performance_weight=0.5)
+
+
+def test_measured_performance_is_reported_not_rewarded(docker_available):
+    environment = gym.make("CompGeomPython-v0", measure_performance=True, max_turns=1)
     try:
         environment.reset(options={"task_id": "line2_line2/python"})
         _, reward, _, _, info = environment.step(environment.unwrapped.reference_action())
         assert info["verdict"] == "correct" and 0.0 < info["performance_score"] <= 1.0
-        assert reward == pytest.approx(1.0 + 0.5 * info["performance_score"])
+        assert reward == 1.0
     finally:
         environment.close()
 

@@ -13,7 +13,6 @@ from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.performance import performance_score
 
 PRIMITIVE = "line2_line2"  # the fewest hidden cases: the quickest counted runs
-WEIGHT = 0.5
 
 
 def slower(language: str, source: str, extra_calls: int) -> str:
@@ -36,7 +35,7 @@ def slower(language: str, source: str, extra_calls: int) -> str:
 
 @pytest.fixture(scope="module")
 def env(docker_available):
-    environment = gym.make("CompGeom-v0", primitives=[PRIMITIVE], max_turns=1, performance_weight=WEIGHT)
+    environment = gym.make("CompGeom-v0", primitives=[PRIMITIVE], max_turns=1, measure_performance=True)
     yield environment
     environment.close()
 
@@ -59,7 +58,7 @@ def test_performance_score_is_the_reference_count_over_the_candidates_above_the_
         performance_score(reference=100, candidate=500, baseline=100)
 
 
-@pytest.mark.parametrize("option", [{"performance_weight": 0.5}, {"measure_performance": True}])
+@pytest.mark.parametrize("option", [{"measure_performance": True}])
 def test_performance_on_the_process_backend_is_refused_up_front(option):
     # There every counted run is a SetupError: every correct answer would be a scoring_error.
     with pytest.raises(ValueError, match="sandbox='docker'"):
@@ -73,7 +72,7 @@ def test_same_submission_gets_the_same_score_twice_and_a_slower_one_less(env, la
     (reward, first), (_, second) = submit(env, language, candidate), submit(env, language, candidate)
     assert (first["verdict"], first["scoring_error"]) == ("correct", None), first
     assert first["performance_score"] == second["performance_score"] < 0.9
-    assert reward == 1.0 + WEIGHT * first["performance_score"]
+    assert reward == 1.0  # reported, not rewarded (envs/compgeom.py PERFORMANCE_REWARD_SAFE)
     _, own = submit(env, language, reference(language))
     assert own["performance_score"] == 1.0
 
@@ -117,3 +116,53 @@ def test_gaming_the_counted_run_gets_no_bonus(env, game):
     reward, info = submit(env, "python", reference("python") + GAMES[game])
     assert (info["verdict"], info["scoring_error"]) == ("correct", None), info
     assert (info["performance_score"], reward) == (0.0, 1.0)
+
+
+#: C++ whose primitive does its (correct) work 2,000 times over, in a function valgrind runs
+#: natively through the client request VG_USERREQ__CLIENT_CALL1 (0x1102, behind the magic
+#: instruction preamble), so outside the count. The native function touches no malloc (it runs
+#: on valgrind's thread state): the work is on a plain struct.
+CLIENT_CALL_CPP = r"""
+namespace compgeom {
+struct Pod { double in[8]; double t0, t1, x, y; int kind; };
+inline void pod_kernel(Pod* p) {
+    for (int rep = 0; rep < 2000; ++rep) {
+        volatile double* v = p->in;
+        double d0x = v[2], d0y = v[3], d1x = v[6], d1y = v[7];
+        if ((d0x == 0 && d0y == 0) || (d1x == 0 && d1y == 0)) { p->kind = 0; continue; }
+        double qx = v[4] - v[0], qy = v[5] - v[1];
+        double den = d0x * d1y - d0y * d1x;
+        if (den != 0) {
+            p->t0 = (qx * d1y - qy * d1x) / den; p->t1 = (qx * d0y - qy * d0x) / den;
+            p->x = v[0] + p->t0 * d0x; p->y = v[1] + p->t0 * d0y; p->kind = 2;
+        } else p->kind = (qx * d0y - qy * d0x != 0) ? 1 : 3;
+    }
+}
+inline unsigned long pod_native(unsigned long, unsigned long arg) { pod_kernel((Pod*)arg); return 1; }
+inline Intersection line2_line2(const Line2& a, const Line2& b) {
+    Pod p{{a.origin.x, a.origin.y, a.direction.x, a.direction.y, b.origin.x, b.origin.y, b.direction.x, b.direction.y}};
+    volatile unsigned long request[6] = {0x1102, (unsigned long)&pod_native, (unsigned long)&p, 0, 0, 0};
+    unsigned long done = 0;
+    __asm__ volatile("rolq $3,%%rdi; rolq $13,%%rdi; rolq $61,%%rdi; rolq $51,%%rdi; xchgq %%rbx,%%rbx"
+                     : "=d"(done) : "a"(&request[0]), "0"(0ul) : "cc", "memory");
+    if (!done) pod_kernel(&p);
+    switch (p.kind) {
+        case 0: return {Kind::Invalid};
+        case 1: return {Kind::None};
+        case 2: return {Kind::Point, {p.t0}, {p.t1}, {Vec2{p.x, p.y}}};
+        default: return {Kind::Line};
+    }
+}
+}
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.xfail(strict=True, reason="valgrind's client calls run code outside the count (SECURITY.md): "
+                   "the reason performance_weight > 0 is refused; when this passes, the image's valgrind "
+                   "refuses them and the weight can be allowed again")
+def test_work_run_through_a_valgrind_client_call_is_not_free(env):
+    source = reference("cpp").replace(f"{PRIMITIVE}(", f"{PRIMITIVE}_unused(", 1) + CLIENT_CALL_CPP
+    _, info = submit(env, "cpp", source)
+    assert (info["verdict"], info["scoring_error"]) == ("correct", None), info
+    assert info["performance_score"] < 0.5  # 2,000 times the reference's work
