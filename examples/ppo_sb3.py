@@ -52,6 +52,9 @@ class Args:
     """first evaluation seed (far from the training seeds)"""
     sandbox: str = "docker"
     """sandbox backend of the wrapped env; answer steps never run code"""
+    categories: str = "integers,floats,bits,memory,cache"
+    """CsappExact categories, comma-separated: the data-representation ones, whose answers are
+    numbers the adapter's features describe (orderings and outputs of the newer ones are not)"""
     threads: int = 1
     """torch CPU threads"""
 
@@ -83,7 +86,8 @@ class RolloutLog(BaseCallback):
 
 
 def make_env(args: Args) -> CandidateChoiceEnv:
-    return make_choice_env(args.env_id, split="train", sandbox=args.sandbox)
+    return make_choice_env(args.env_id, split="train", sandbox=args.sandbox,
+                           categories=[name for name in args.categories.split(",") if name])
 
 
 def train(args: Args) -> PPO:

@@ -3,6 +3,7 @@ Docker sandbox where it is usable and with the process fallback where it is not.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def test_quickstart_runs_with_the_docker_sandbox(docker_available, tmp_path):
     assert "sandbox: docker" in text
     assert "Episode over. Verdict: correct." in text
     assert "[4294967295, '0xffffffff']" in text  # the code action's output came back
-    assert "reference               1.00      1.00      1.00      1.00      1.00    1.00" in text
+    assert re.search(r"^reference( +1\.00)+$", text, re.M), text  # every category and overall
     pytest.importorskip("matplotlib")
     assert has_plot(notebook)
     assert elapsed < BUDGET_S
@@ -57,5 +58,5 @@ def test_quickstart_falls_back_to_the_process_backend_without_docker(tmp_path, m
     assert "sandbox: process" in text
     assert "Episode over. Verdict: correct." in text
     assert "[4294967295, '0xffffffff']" in text
-    assert "first trap              0.00      0.00      0.00      0.00      0.00    0.00" in text
+    assert re.search(r"^first trap( +0\.00)+$", text, re.M), text
     assert elapsed < BUDGET_S

@@ -245,7 +245,7 @@ def test_dead_container_is_a_scoring_error(docker_available):
     tasks = {task.task_id: task for task in csapp.load_tasks()}
     code = [f"```python\n{csapp.reference_code(tasks[row['task_id']])}\n```" for row in rows]
     with SysmathReward() as reward:
-        reward([rows[0]["prompt"]], ["ANSWER: [0]"], **columns(rows[:1]))  # envs made while the image exists
+        reward([rows[0]["prompt"]], code[:1], **columns(rows[:1]))  # envs and their pool made while the image exists
         with killing_our_containers(), image_withdrawn():
             wait_until_none_running()  # the clean reserve too: no fresh container to retry in
             scores = reward([r["prompt"] for r in rows], code, **columns(rows))

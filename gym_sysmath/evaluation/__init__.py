@@ -67,6 +67,7 @@ from gym_sysmath.evaluation.run import (
     play,
     run_episode,
     run_local,
+    take_sandbox,
 )
 from gym_sysmath.evaluation.summary import (
     BREAKDOWN_KEYS,
@@ -146,10 +147,9 @@ def _task_ids(env_ids: Sequence[str], make_kwargs: Mapping[str, Any], listing_on
     try:
         for env_id in env_ids:
             probes.append(make_listing_env(env_id, **make_kwargs) if listing_only else gym.make(env_id, **make_kwargs))
-            core = core_env(probes[-1])
-            if not listing_only and core.needs_sandbox:
-                core.sandbox  # noqa: B018 - envs take their sandbox on first use: take it now, to fail fast
-            ids[env_id] = tuple(core.task_ids)
+            if not listing_only:
+                take_sandbox(probes[-1])  # a missing daemon stops the eval before any episode
+            ids[env_id] = tuple(core_env(probes[-1]).task_ids)
             if not ids[env_id]:
                 raise EvalError(f"{env_id} has no eval tasks with these arguments")
     except BaseException:

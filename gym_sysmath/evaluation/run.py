@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import gymnasium as gym
 
 from gym_sysmath.agents import Agent, ContextOverflow, Turn
-from gym_sysmath.env import INFO_KEYS
+from gym_sysmath.env import INFO_KEYS, core_env
 from gym_sysmath.evaluation.plan import SampleSpec
 
 #: ``info`` fields every env sets on every step: not task metadata.
@@ -185,6 +185,16 @@ def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
         raise _EpisodeFailed(exc, result()) from exc
 
 
+def take_sandbox(env: gym.Env) -> gym.Env:
+    """Take ``env``'s sandbox now (envs take it on first use), so that a node without Docker
+    fails its first sample up front, as ``SandboxUnavailableError``, even where that sample
+    would only have answered."""
+    core = core_env(env)
+    if core.needs_sandbox:
+        core.sandbox  # noqa: B018 - the property acquires it
+    return env
+
+
 def play(envs: dict[str, gym.Env], agent: Agent, spec: SampleSpec, make_kwargs: Mapping[str, Any]) -> Outcome:
     """``run_episode`` on this worker's env for the sample's id (made on first use); any
     exception becomes a ``SampleFailure`` (with the turns played before it) so one bad
@@ -192,7 +202,13 @@ def play(envs: dict[str, gym.Env], agent: Agent, spec: SampleSpec, make_kwargs: 
     try:
         env = envs.get(spec.env_id)
         if env is None:
-            env = envs[spec.env_id] = gym.make(spec.env_id, **make_kwargs)
+            env = gym.make(spec.env_id, **make_kwargs)
+            try:
+                take_sandbox(env)
+            except BaseException:
+                env.close()
+                raise
+            envs[spec.env_id] = env
         return run_episode(env, agent, spec)
     except _EpisodeFailed as failed:  # reported per sample, retried by --resume
         partial = failed.partial if failed.partial.actions else None

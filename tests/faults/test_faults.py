@@ -195,8 +195,9 @@ def test_containers_of_a_sigkilled_host_process_are_reaped_on_next_start(docker_
     finally:
         if child.poll() is None:
             child.kill()
-    env = gym.make("CsappExact-v0")  # a new start reaps orphans
+    env = gym.make("CsappExact-v0", pool_size=11)  # a pool size no other test uses: a new pool
     try:
+        env.unwrapped.sandbox  # noqa: B018 - a new pool's start reaps orphans
         assert owned_by_child() == []
     finally:
         env.close()
