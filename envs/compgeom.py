@@ -83,6 +83,19 @@ class CompGeomEnv(SysmathEnv):
     Truncated with a `scoring_error` verdict if the sandbox harness fails.
 
     ## Arguments
+    | name | type | default | meaning |
+    | --- | --- | --- | --- |
+    | `split` | `str` | `"eval"` | `"eval"` or `"train"` (below) |
+    | `languages` | `Optional[Sequence[str]]` | `None` (all) | some of `cpp`, `rust`, `python` |
+    | `primitives` | `Optional[Sequence[str]]` | `None` (all) | some of the 13 primitives |
+    | `max_turns` | `Optional[int]` | `8` | code actions per episode |
+    | `performance_weight` | `float` | `0.0` | must be 0 for now (below) |
+    | `measure_performance` | `bool` | `False` | report `info["performance_score"]` |
+    | `sandbox` | `str` | `"docker"` | `"docker"` or `"process"` |
+    | `pool_size` | `Optional[int]` | `None` | cap on live containers (None: one per live env plus spares) |
+    | `render_mode` | `Optional[str]` | `None` | `"ansi"`: the transcript as text |
+    | `limits` | `Optional[Limits]` | 10 s wall, 5 s CPU, 2 GiB | limits of each candidate run |
+
     - `split`: `"eval"` (default: the 39 tasks, graded on their fixed hidden cases) or `"train"`:
       the same 39 tasks (prompt, contract, public cases), but every episode is graded on
       fresh hidden cases drawn from the env's RNG by the eval corpus's generators (each
@@ -103,6 +116,11 @@ class CompGeomEnv(SysmathEnv):
 
     `info` adds `compile_success`, `public_passed`/`public_total`, `hidden_passed`/`hidden_total`
     and `performance_score`.
+
+    ## Version History
+    - v0: 7 primitives (21 tasks), then 13 (39 tasks); hidden corpora that fail every tolerance
+      from 1e-12 up; a procedural train split; the performance score counted, not timed, and
+      reported only.
 
     Examples:
         >>> import gymnasium as gym, gym_sysmath

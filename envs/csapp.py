@@ -70,6 +70,18 @@ class CsappExactEnv(SysmathEnv):
     `info["verdict"] == "scoring_error"`, when the sandbox harness fails.
 
     ## Arguments
+    | name | type | default | meaning |
+    | --- | --- | --- | --- |
+    | `split` | `str` | `"eval"` | `"eval"` or `"train"` (below) |
+    | `categories` | `Optional[Sequence[str]]` | `None` (all) | task categories to draw from |
+    | `difficulty` | `Optional[str]` | `None` (all) | `"easy"`, `"medium"` or `"hard"` |
+    | `max_turns` | `Optional[int]` | `5` | replies per episode (the last must answer) |
+    | `tasks_path` | `Optional[str]` | `None` | a task file to load instead of the shipped one |
+    | `sandbox` | `str` | `"docker"` | `"docker"` or `"process"` |
+    | `pool_size` | `Optional[int]` | `None` | cap on live containers (None: one per live env plus spares) |
+    | `render_mode` | `Optional[str]` | `None` | `"ansi"`: the transcript as text |
+    | `limits` | `Optional[Limits]` | 20 s wall per turn | limits of each tool turn |
+
     - `split`: `"eval"` (the fixed set, default) or `"train"` (fresh procedural variants; for
       assembly and linking, drawn from a pool compiled at build time).
     - `categories`: restrict tasks to these categories.
@@ -79,6 +91,10 @@ class CsappExactEnv(SysmathEnv):
     - `sandbox`: `"docker"` (default) or `"process"` (opt-in, weaker isolation).
     - `limits`: a `gym_sysmath.sandbox.Limits` for each tool turn (default: 20 s wall clock; the
       session's CPU is capped over its whole life).
+
+    ## Version History
+    - v0: 40 tasks in 5 categories (integers, floats, bits, memory, cache); then 81 in 10, adding
+      machine, linking, processes, vm and concurrency, the 40 unchanged; difficulty levels.
 
     Examples:
         >>> import gymnasium as gym, gym_sysmath

@@ -50,6 +50,17 @@ class LinearAlgebraEnv(SysmathEnv):
     `scoring_error` verdict only if the sandbox harness fails on a tool turn.
 
     ## Arguments
+    | name | type | default | meaning |
+    | --- | --- | --- | --- |
+    | `split` | `str` | `"eval"` | `"eval"` or `"train"` (below) |
+    | `difficulty` | `Optional[str]` | `None` (all) | a difficulty filter |
+    | `topics` | `Optional[Sequence[str]]` | `None` (all) | a topic filter |
+    | `max_turns` | `Optional[int]` | `1` | replies per episode (1: no tool turns) |
+    | `sandbox` | `str` | `"docker"` | `"docker"` or `"process"` (tool turns only) |
+    | `pool_size` | `Optional[int]` | `None` | cap on live containers (None: one per live env plus spares) |
+    | `render_mode` | `Optional[str]` | `None` | `"ansi"`: the transcript as text |
+    | `limits` | `Optional[Limits]` | 20 s wall per turn | limits of each tool turn |
+
     - `split`: `"eval"` (default, the fixed 78) or `"train"` (unlimited seeded problems).
     - `difficulty`, `topics`: filters.
     - `max_turns`: 1 (default) disables tool turns.
@@ -58,6 +69,9 @@ class LinearAlgebraEnv(SysmathEnv):
       session's CPU is capped over its whole life).
 
     `info["format_ok"]` says whether a readable ANSWER value was found.
+
+    ## Version History
+    - v0: 78 eval problems, a seeded train split, optional Python tool turns.
 
     Examples:
         >>> import gymnasium as gym, gym_sysmath

@@ -25,3 +25,17 @@ def test_type_hints_are_shipped_with_a_py_typed_marker():
 
 def test_changelog_names_the_current_version():
     assert f"## [{gym_sysmath.__version__}]" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_every_env_docstring_has_a_parameter_table_and_a_version_history():
+    import inspect
+
+    from gym_sysmath.envs.compgeom import CompGeomEnv
+    from gym_sysmath.envs.csapp import CsappExactEnv
+    from gym_sysmath.envs.linalg import LinearAlgebraEnv
+
+    for env_class in (CsappExactEnv, LinearAlgebraEnv, CompGeomEnv):
+        doc = inspect.getdoc(env_class)
+        assert "## Version History" in doc, env_class.__name__
+        for name in list(inspect.signature(env_class.__init__).parameters)[1:]:
+            assert f"| `{name}` |" in doc, f"{env_class.__name__}: no row for {name}"
