@@ -60,7 +60,7 @@ test: image browser frameworks toolchains
 
 # no Docker daemon (pointed at nothing, so a test that needs one skips), no compilers, no trainers
 test-fast: setup
-	CI= DOCKER_HOST=unix:///nonexistent/gym-sysmath-test-fast.sock \
+	CI= GYM_SYSMATH_TEST_TIER=fast DOCKER_HOST=unix:///nonexistent/gym-sysmath-test-fast.sock \
 	    $(PY) -m pytest -q -p no:cacheprovider -m "not docker and not slow and not real_model"
 
 run: image

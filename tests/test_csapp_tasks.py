@@ -121,7 +121,7 @@ def test_keys_hold_only_canonical_lowercase_hex():
                 assert re.fullmatch(r"0x(0|[1-9a-f][0-9a-f]*)", v), (task.task_id, v)
 
 
-def test_verify_passes_every_task(capsys):
+def test_verify_passes_every_task(capsys, docker_available):
     assert build.main(["--verify"]) == 0
     out = capsys.readouterr().out.strip()
     assert out.endswith(f"{len(TASKS)}/{len(TASKS)}")
@@ -132,7 +132,7 @@ def test_verify_passes_every_task(capsys):
     assert model_line[0] == model_line[1] and int(model_line[1]) >= 24
 
 
-def test_verify_catches_a_tampered_key(tmp_path):
+def test_verify_catches_a_tampered_key(tmp_path, docker_available):
     fork = tmp_path / "fork.json"
     fork.write_text(build.SOURCE_FILE.read_text().replace('[4294967295, "0xffffffff"]', '[4294967295, "0xfffffffe"]'))
     report = verify(fork)

@@ -125,7 +125,7 @@ def test_cache_second_model_agrees_on_fresh_draws():
 # --- in the sandbox ------------------------------------------------------------------------------
 
 
-def test_the_c_of_fresh_train_draws_prints_their_keys():
+def test_the_c_of_fresh_train_draws_prints_their_keys(docker_available):
     rng = np.random.default_rng(11)
     checks = []
     for template in TEMPLATES.values():
@@ -151,7 +151,7 @@ def test_every_c_task_has_a_program_for_verify_to_run():
     assert all(TEMPLATES[t.template].independent is not None for t in TASKS if t.category == "cache")
 
 
-def test_verify_catches_keys_the_toolchain_does_not_print(tmp_path):
+def test_verify_catches_keys_the_toolchain_does_not_print(tmp_path, docker_available):
     """A forged key on a C-code task, a machine task and a linking task: the rebuilt C says so,
     and an untouched task beside them still passes."""
     forged = {"int-unsigned-minus-one": [4294967294, "0xfffffffe"], "asm-lea-wraps": [1],
@@ -168,7 +168,7 @@ def test_verify_catches_keys_the_toolchain_does_not_print(tmp_path):
     assert (report.c_programs, report.c_passed) == (4, 1)
 
 
-def test_a_link_failure_is_reported_not_raised():
+def test_a_link_failure_is_reported_not_raised(docker_available):
     program = Program({"a.c": "int n = 1;\n", "b.c": "int n = 2;\nint main(void) { return n; }\n"},
                       (("gcc", "-c", "a.c"), ("gcc", "-c", "b.c"), ("gcc", "-o", "prog", "a.o", "b.o")))
     (result,) = run_programs([program])
