@@ -38,6 +38,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
+from typing import Any
 
 PROTOCOL_VERSION = 2
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -211,7 +212,7 @@ def write_frame(fd: int, message: dict) -> None:
 
 # --------------------------------------------------------------------------- limits
 
-def _limits(spec: dict) -> dict:
+def _limits(spec: dict | None) -> dict:
     base = {
         "wall_s": 10.0,
         "cpu_s": 10.0,
@@ -385,10 +386,12 @@ class StageRunner:
         if self.counted and last_pid is None:
             raise SetupError("instruction counts need the container's own pid namespace")
         started = time.monotonic()
+        waiter: ChildWaiter | ZygoteWaiter
         if python is not None:
             waiter = ZYGOTE.spawn_job({"uid": self.uid, "workdir": self.workdir, "limits": self.limits},
                                       (in_r, out_w, err_w, setup_w), {"python": python, "files": files or {}})
         else:
+            assert argv is not None  # a stage runs argv or Python source
             waiter = ChildWaiter(self._fork_exec(argv, files, (in_r, out_w, err_w, setup_w)))
         for fd in (in_r, out_w, err_w, setup_w):
             os.close(fd)
@@ -456,20 +459,20 @@ class StageRunner:
         killed_for = None
         status = None
         open_outputs = {out_r, err_r}
-        exit_seen_at = None
+        exit_seen_at: float | None = None  # set with status: when the job's exit was seen
         while True:
             now = time.monotonic()
             if status is None:
                 status = waiter.check()
                 if status is not None:
                     exit_seen_at = now
-            if status is not None and (not open_outputs or now - exit_seen_at > DRAIN_GRACE_S):
+            if exit_seen_at is not None and (not open_outputs or now - exit_seen_at > DRAIN_GRACE_S):
                 break
             if status is None and now >= deadline:
                 killed_for = "timeout"
                 _kill_group(pid)
                 continue
-            wake_at = deadline if status is None else exit_seen_at + DRAIN_GRACE_S
+            wake_at = deadline if exit_seen_at is None else exit_seen_at + DRAIN_GRACE_S
             timeout_ms = max(0, int((wake_at - now) * 1000)) + 1
             if wake_fd < 0 and status is None:
                 timeout_ms = min(timeout_ms, 5)
@@ -762,21 +765,21 @@ class ZygoteWaiter:
         self.pid = pid
         self.wake_fd = zygote.sock.fileno()
 
-    def _read(self, block: bool) -> tuple[int, float, int] | None:
-        try:
-            data = self.zygote.sock.recv(4096, 0 if block else socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return None
+    def _status(self, data: bytes) -> tuple[int, float, int]:
         report = json.loads(data or b"{}")
         if report.get("pid") != self.pid:
             raise SetupError(f"the zygote reported {report!r} for job {self.pid}")
         return report["status"], report["cpu_s"], report["maxrss_kb"]
 
     def check(self) -> tuple[int, float, int] | None:
-        return self._read(block=False)
+        try:
+            data = self.zygote.sock.recv(4096, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        return self._status(data)
 
     def block(self) -> tuple[int, float, int]:
-        return self._read(block=True)
+        return self._status(self.zygote.sock.recv(4096, 0))
 
     def close(self) -> None:
         self.wake_fd = -1  # the socket is the zygote's, not ours to close
@@ -1034,7 +1037,7 @@ class Session:
             self._drain_into(buffers, caps, truncated)
             if killed_for is None and any(truncated.values()):
                 killed_for = "output_limit"  # past a cap in what it wrote just before replying
-        result = {
+        result: dict[str, Any] = {
             "exit_code": None,
             "signal": None,
             "stdout": buffers[self.out_r].decode("utf-8", "backslashreplace"),
@@ -1073,7 +1076,7 @@ class Session:
             self._terminate("its threads did not stop between turns")
             result["session_ended"] = True
             return result
-        if self.disk and self._over_disk_budget(usage_before):
+        if self.disk and self._over_disk_budget(self.disk, usage_before):
             result["status"] = "output_limit"
             result["stderr"] += (f"\nsandbox: the session's files passed {self.disk.bytes // 2**20} MiB or "
                                  f"{self.disk.files} files in all; the session was ended\n")
@@ -1081,11 +1084,11 @@ class Session:
             result["session_ended"] = True
         return result
 
-    def _over_disk_budget(self, usage_before: tuple[int, int]) -> bool:
-        usage_after = _scratch_usage(self.workdir)
-        self.disk_used = tuple(total + after - before for total, after, before
-                               in zip(self.disk_used, usage_after, usage_before, strict=True))
-        return self.disk_used[0] > self.disk.bytes or self.disk_used[1] > self.disk.files
+    def _over_disk_budget(self, disk: DiskBudget, usage_before: tuple[int, int]) -> bool:
+        (used_bytes, used_files), (after_bytes, after_files) = self.disk_used, _scratch_usage(self.workdir)
+        before_bytes, before_files = usage_before
+        self.disk_used = (used_bytes + after_bytes - before_bytes, used_files + after_files - before_files)
+        return self.disk_used[0] > disk.bytes or self.disk_used[1] > disk.files
 
     def _next_reply(self, buffer: bytearray) -> tuple[dict | None, bytearray]:
         """This turn's reply, skipping well-formed frames of other turns: the session's own code
@@ -1468,7 +1471,7 @@ class BuildCache:
         return entry
 
     def put(self, key: str, compiled: dict, workdir: str) -> dict:
-        entry = {"compile": compiled, "binary": None}
+        entry: dict[str, Any] = {"compile": compiled, "binary": None}
         if compiled["status"] == "ok":
             folder = os.path.join(self.root, key)
             target = os.path.join(folder, "prog")
