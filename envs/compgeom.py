@@ -246,7 +246,9 @@ class CompGeomEnv(SysmathEnv):
         """Build and run ``source`` (default: the candidate) on the ``which`` inputs of the task."""
         task = self._current
         assert task is not None
-        files = compgeom.job_files(task, self._candidate if source is None else source)
+        source = self._candidate if source is None else source
+        assert source is not None  # a candidate is set before anything runs it
+        files = compgeom.job_files(task, source)
         return self.rollout.run(Job(task.language, files, stdin=self._stdin(task, which), limits=limits or self.limits))
 
     def _stdin(self, task: compgeom.CompGeomTask, which: str) -> str:
