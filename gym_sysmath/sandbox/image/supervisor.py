@@ -1294,13 +1294,18 @@ def _job_uids() -> set[int]:
     return uids
 
 
-def _kill_job_processes(deadline_s: float = 5.0) -> bool:
-    """Kill every process not root's, one ``kill(-1)`` per uid, until a scan finds none alive."""
+def _kill_job_processes(own_uids: range, deadline_s: float = 5.0) -> bool:
+    """Kill every job process, one ``kill(-1)`` per uid, until a scan finds none alive.
+
+    In a container (its own pid namespace) that is every process not root's. On the process
+    backend the supervisor sees the whole host, so only the uids it hands out (``own_uids``)
+    are its jobs': any other non-root process belongs to someone else (another pool's
+    containers among them) and must never be touched."""
     if not IS_ROOT:
         return True  # the process backend as a host user: its jobs ran as this user, purged by uid
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        live = {uid for uid in _job_uids() if _live_uid_processes(uid)}
+        live = {uid for uid in _job_uids() if (OWN_PID_NAMESPACE or uid in own_uids) and _live_uid_processes(uid)}
         if not live:
             return True
         for uid in live:
@@ -1614,7 +1619,7 @@ class Supervisor:
         for name in list(self.sessions):
             self.sessions.pop(name).close()
         problems = []
-        if not _kill_job_processes():
+        if not _kill_job_processes(range(self.uid_base, self.uid_base + 1 + self.MAX_SESSIONS)):
             problems.append("job processes survived")
         try:
             _empty_dir(self.scratch)
