@@ -73,7 +73,8 @@ class TaskRef:
             observation, info = env.reset(seed=self.seed)
             if info["task_id"] != self.task_id:
                 raise ValueError(f"{self.env_id} split='train' seed={self.seed} gives task {info['task_id']!r}, the "
-                                 f"reference says {self.task_id!r}: grade with the dataset's env_kwargs")
+                                 f"reference says {self.task_id!r}: grade with the same env_kwargs the dataset "
+                                 f"was made with")
             return observation, info
         return env.reset(seed=self.seed, options={"task_id": self.task_id})
 

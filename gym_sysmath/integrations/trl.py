@@ -56,10 +56,10 @@ import gymnasium as gym
 
 from gym_sysmath.env import core_env
 from gym_sysmath.evaluation import choose_tasks, sample_seed
+from gym_sysmath.integrations.episodes import CLOSING_ACTION, TaskRef
 
 __all__ = ["Graded", "SysmathReward", "SysmathToolEnv", "build_dataset", "close_tool_envs", "completion_text"]
 
-CLOSING_ACTION = "No further turns: this is my final reply."
 #: What a TRL reward function returns for a batch: one reward per completion, None to drop it.
 Rewards = Sequence[float | None]
 
@@ -118,18 +118,11 @@ def _column(kwargs: Mapping[str, Any], name: str, size: int, default: Any) -> li
 
 
 def _reset_to(env: gym.Env, env_id: str, task_id: str, split: str, seed: int | None) -> tuple[str, dict[str, Any]]:
-    """Reset ``env`` to a row's task: an eval task by its id (``seed`` only seeds the reset), a
-    train draw by its seed, checked against the id (the same rule as ``gym-sysmath export``)."""
+    """Reset ``env`` to a row's task by the one rule every adapter uses (``TaskRef.reset``: an
+    eval task by its id, a train draw by its seed, checked against the id); a negative seed is
+    none."""
     seed = None if seed is None or seed < 0 else int(seed)
-    if split != "train":
-        return env.reset(seed=seed, options={"task_id": task_id})
-    if seed is None:
-        raise ValueError(f"{env_id} split='train' row {task_id!r} has no seed: a train draw is replayed from it")
-    observation, info = env.reset(seed=seed)
-    if info["task_id"] != task_id:
-        raise ValueError(f"{env_id} split={split!r} seed={seed} gives task {info['task_id']!r}, the dataset "
-                         f"says {task_id!r}: make the dataset and the reward with the same env_kwargs")
-    return observation, info
+    return TaskRef(env_id, task_id, split, seed).reset(env)
 
 
 def _make_kwargs(env_id: str, env_kwargs: Mapping[str, Any],
