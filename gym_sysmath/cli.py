@@ -56,13 +56,14 @@ def _compgeom_primitives() -> tuple[str, ...]:
 
 
 def _list(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
     from gym_sysmath import env_ids
     from gym_sysmath.env import core_env
-    from gym_sysmath.evaluation import make_listing_env
 
     print(f"{'id':<22} {'family':<10} {'eval tasks':>10}")
     for env_id in env_ids():
-        env = make_listing_env(env_id)
+        env = gym.make(env_id)  # envs take their sandbox on first use: listing needs no Docker
         try:
             core = core_env(env)
             print(f"{env_id:<22} {core.family:<10} {len(core.task_ids):>10}")
@@ -75,9 +76,11 @@ def _export(args: argparse.Namespace) -> int:
     """Prompts and metadata as JSONL for dataset tooling; keys only with --with-answers."""
     import json
 
+    import gymnasium as gym
+
     from gym_sysmath import env_ids
     from gym_sysmath.env import core_env
-    from gym_sysmath.evaluation import BASE_INFO_KEYS, choose_tasks, make_listing_env, sample_seed
+    from gym_sysmath.evaluation import BASE_INFO_KEYS, choose_tasks, sample_seed
 
     if args.env_id not in env_ids():
         print(f"gym-sysmath: unknown env id {args.env_id!r}; registered: {', '.join(env_ids())}", file=sys.stderr)
@@ -85,7 +88,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.format != "jsonl":
         return _export_for_trainer(args)
     try:
-        env = make_listing_env(args.env_id, **{**_env_args(args.env_arg), "split": args.split})
+        env = gym.make(args.env_id, **{**_env_args(args.env_arg), "split": args.split})
     except (ValueError, TypeError) as exc:  # a split or argument the env does not take
         print(f"gym-sysmath: export {args.env_id} --split {args.split}: {exc}", file=sys.stderr)
         return 2

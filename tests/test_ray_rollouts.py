@@ -8,11 +8,12 @@ import logging
 from collections import deque
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
 from gym_sysmath.agents import RandomAgent, ReferenceAgent, ResponsesAgent
 from gym_sysmath.cli import main
-from gym_sysmath.evaluation import SampleFailure, choose_tasks, evaluate, make_listing_env, plan_samples
+from gym_sysmath.evaluation import SampleFailure, choose_tasks, evaluate, plan_samples
 
 ray = pytest.importorskip("ray")
 
@@ -60,7 +61,7 @@ def test_eval_cli_with_ray_writes_the_same_log_as_without(local_ray, tmp_path):
 
 @pytest.mark.docker
 def test_ray_actors_run_sandboxed_code_on_their_own_pools(docker_available, local_ray, tmp_path):
-    env = make_listing_env(CSAPP)
+    env = gym.make(CSAPP)
     lines = []
     try:
         for task_id in choose_tasks(CSAPP, env.unwrapped.task_ids, 4):
@@ -83,7 +84,7 @@ def test_ray_actors_run_sandboxed_code_on_their_own_pools(docker_available, loca
 def test_ray_rollouts_helper_keeps_spec_order_and_reports_failures(local_ray):
     from gym_sysmath.integrations.ray_rollouts import ray_rollouts
 
-    env = make_listing_env(LINALG)
+    env = gym.make(LINALG)
     try:
         specs = plan_samples(LINALG, env.unwrapped.task_ids, ReferenceAgent(), n=3, rollouts=2)
     finally:
@@ -116,7 +117,7 @@ def test_actor_whose_sandbox_cannot_start_is_unhealthy_and_its_samples_run_elsew
     ``SandboxDown``, it gets no more work, they run on the healthy actor, and the report says so."""
     from gym_sysmath.integrations.ray_rollouts import IN_FLIGHT_PER_WORKER, RolloutWorker, dispatch
 
-    env = make_listing_env(CSAPP)
+    env = gym.make(CSAPP)
     try:
         specs = plan_samples(CSAPP, env.unwrapped.task_ids, ReferenceAgent(), n=6)
     finally:

@@ -33,7 +33,6 @@ import json
 import logging
 import threading
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -111,7 +110,6 @@ __all__ = [
     "exit_code",
     "format_breakdowns",
     "format_scoreboard",
-    "make_listing_env",
     "pass_at_k",
     "plan_samples",
     "play",
@@ -127,16 +125,7 @@ __all__ = [
 ]
 
 
-def make_listing_env(env_id: str, **kwargs: Any) -> gym.Env:
-    """An env made only to read its tasks and prompts (never stepped): on the process
-    backend, whose pool starts nothing until a job runs, so no Docker is needed, and without
-    that backend's isolation warning, which concerns running code."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="sandbox='process'", category=UserWarning)
-        return gym.make(env_id, **{**kwargs, "sandbox": "process"})
-
-
-def _task_ids(env_ids: Sequence[str], make_kwargs: Mapping[str, Any], listing_only: bool
+def _task_ids(env_ids: Sequence[str], make_kwargs: Mapping[str, Any], take_sandboxes: bool
               ) -> tuple[dict[str, tuple[str, ...]], list[gym.Env]]:
     """Each env's eval task ids, from one env per id that stays open for the run. On the
     local path it is made like the workers' envs, so a missing Docker daemon or a stale image
@@ -146,8 +135,8 @@ def _task_ids(env_ids: Sequence[str], make_kwargs: Mapping[str, Any], listing_on
     ids: dict[str, tuple[str, ...]] = {}
     try:
         for env_id in env_ids:
-            probes.append(make_listing_env(env_id, **make_kwargs) if listing_only else gym.make(env_id, **make_kwargs))
-            if not listing_only:
+            probes.append(gym.make(env_id, **make_kwargs))
+            if take_sandboxes:
                 take_sandbox(probes[-1])  # a missing daemon stops the eval before any episode
             ids[env_id] = tuple(core_env(probes[-1]).task_ids)
             if not ids[env_id]:
@@ -191,7 +180,7 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
     make_kwargs = dict(make_kwargs or {})
     use_ray = ray is not None and ray is not False
     started = time.perf_counter()
-    task_ids, probes = _task_ids(env_ids, make_kwargs, listing_only=use_ray)
+    task_ids, probes = _task_ids(env_ids, make_kwargs, take_sandboxes=not use_ray)
     try:
         specs = [spec for env_id in env_ids
                  for spec in plan_samples(env_id, task_ids[env_id], agent, n, rollouts, seed)]

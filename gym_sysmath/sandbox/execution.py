@@ -164,18 +164,6 @@ class ExecutionResult:
         except (TypeError, ValueError) as exc:
             raise SandboxError("protocol_error", f"malformed result: {exc}") from exc
 
-    def summary(self) -> str:
-        """One status line for observations: what happened, and how long it took."""
-        parts = [f"status: {self.status}"]
-        if self.exit_code not in (None, 0):
-            parts.append(f"exit code {self.exit_code}")
-        if self.signal is not None:
-            parts.append(f"signal {self.signal}")
-        if self.stdout_truncated or self.stderr_truncated:
-            parts.append("output truncated")
-        parts.append(f"{self.wall_s * 1000:.0f} ms")
-        return ", ".join(parts)
-
 
 def _count(wire: Any) -> int | None:
     if wire is None:
