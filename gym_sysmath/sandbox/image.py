@@ -21,6 +21,12 @@ from typing import Any
 from gym_sysmath.sandbox.execution import SandboxUnavailableError
 from gym_sysmath.sandbox.workers import LABEL_OWNER, LABEL_SANDBOX, RUNTIME_VARIABLE
 
+#: The image's own sources in ``image/`` (standard library only, copied into the image) are
+#: importable on the host too, as ``gym_sysmath.sandbox.image.toolchains``: this module is their
+#: package (a module with a ``__path__`` has submodules; the folder cannot hold an __init__.py, which
+#: would shadow this module).
+__path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "image")]
+
 IMAGE_REPOSITORY = "gym-sysmath-sandbox"
 BASE_IMAGE_REGISTRY = "debian:bookworm-slim"
 BASE_IMAGE_BOOTSTRAP = "gym-sysmath-base:bookworm"
