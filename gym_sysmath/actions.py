@@ -9,8 +9,9 @@ Details, for every family alike:
 - An action may be any ``str`` (Unicode, emoji, CRLF or lone CR line ends). Only a non-string
   or one longer than the action space's ``max_length`` is a ``format_error`` by itself.
 - ``<think>`` blocks are ignored, code and ANSWER lines in them included (``answers.strip_think``).
-- Fences and their labels are read by ``gym_sysmath.fences`` (one alias table: ``py``, ``c++20``,
-  ``rs``, ``~~~``, a bare fence as the task's language, ...). The last complete block in a language
+- Fences and their labels are read by ``gym_sysmath.fences`` (one alias table, whose runnable
+  languages are the rows of ``gym_sysmath.sandbox.image.toolchains``: ``py``, ``c++20``, ``rs``,
+  ``~~~``, a bare fence as the task's language, ...). The last complete block in a language
   the task runs is the code; blocks in another language are reported to the model, never run;
   output blocks (``text``, ``json``, ...) are prose.
 - A reply that ends inside an unclosed fence (cut off by the token limit) runs nothing and is not

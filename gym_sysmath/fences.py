@@ -13,9 +13,10 @@ One reader for every family, so a label means the same thing everywhere:
 - A fence still open at the end of the text is *cut*: the reply was cut off (usually by the
   token limit) inside it.
 
-Labels go through ``LANGUAGES``, the one alias table: ``py``/``python3`` are Python,
-``c++``/``c++20``/``cpp``/``cc``/``cxx``/``hpp`` are C++, ``rs`` is Rust, a file name counts by its
-extension (``candidate.hpp``). Labels for output rather than code (``text``, ``json``,
+Labels go through ``LANGUAGES``, the one alias table, which takes the labels of the languages the
+sandbox runs from their rows in ``gym_sysmath.sandbox.image.toolchains``: ``py``/``python3`` are
+Python, ``c++``/``c++20``/``cpp``/``cc``/``cxx``/``hpp`` are C++, ``rs`` is Rust, a file name counts by
+its extension (``candidate.hpp``). Labels for output rather than code (``text``, ``json``,
 ``output``, ...) are ``DISPLAY``. A bare fence is the task's own language. Any other label is
 a language of its own (``javascript``, ``c``, ``bash``) that a task may not take.
 """
@@ -25,14 +26,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gym_sysmath.sandbox.image.toolchains import TOOLCHAINS
+
 #: What a block holding output, data or notation (not a program) is read as.
 DISPLAY = "display"
 
+#: Fence label -> language: the sandbox's languages (their rows in ``toolchains``), then languages
+#: no task runs, then output.
 LANGUAGES: dict[str, str] = {
-    **dict.fromkeys(("python", "py", "python3", "py3", "python3.11", "python3.12", "ipython", "pyw"), "python"),
-    **dict.fromkeys(("cpp", "c++", "cc", "cxx", "hpp", "hxx", "hh", "h++", "cplusplus", "cpp20", "cpp17",
-                     "c++11", "c++14", "c++17", "c++20", "c++23", "gnu++20", "gnu++17"), "cpp"),
-    **dict.fromkeys(("rust", "rs", "rust2021"), "rust"),
+    **{label: toolchain.name for toolchain in TOOLCHAINS.values() for label in toolchain.labels},
     **dict.fromkeys(("javascript", "js", "node", "mjs", "jsx"), "javascript"),
     **dict.fromkeys(("typescript", "ts", "tsx"), "typescript"),
     **dict.fromkeys(("bash", "sh", "shell", "zsh", "console", "shell-session", "sh-session"), "shell"),
@@ -40,7 +42,7 @@ LANGUAGES: dict[str, str] = {
                      "json", "json5", "jsonc", "markdown", "md", "latex", "tex", "math", "csv", "none",
                      "pycon", "nohighlight", "diff"), DISPLAY),
 }
-_EXTENSIONS = {"py": "python", "hpp": "cpp", "cpp": "cpp", "cc": "cpp", "cxx": "cpp", "h": "cpp", "rs": "rust",
+_EXTENSIONS = {**{extension: toolchain.name for toolchain in TOOLCHAINS.values() for extension in toolchain.extensions},
                "js": "javascript", "sh": "shell"}
 
 _OPEN = re.compile(r"^(?P<indent>[ \t]*+)(?P<fence>`{3,}+|~{3,}+)(?P<info>.*)$")

@@ -6,6 +6,8 @@ failed. See ``pool.py`` for the leases and ``image/supervisor.py`` for what happ
 container.
 """
 
+# first: image.py is the package of image/toolchains.py, which execution.py imports
+from gym_sysmath.sandbox import image  # noqa: F401
 from gym_sysmath.sandbox.execution import (
     COMPILE_LIMITS,
     EXECUTION_STATUSES,

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym_sysmath.exact import FLOAT_BITS, FLOAT_TAG, float_from_bits
+from gym_sysmath.sandbox.image.toolchains import LANGUAGES, TOOLCHAINS
 
 #: How a job can end. ``ok`` means it exited 0; every other status is the job's own failure.
 EXECUTION_STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "memory_limit", "output_limit")
-LANGUAGES = ("python", "cpp", "rust")
 
 
 class SandboxError(RuntimeError):
@@ -56,8 +56,9 @@ COMPILE_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_bytes=2 * 1024**3,  # un
 class Job:
     """One program to run: its language, source files, stdin and limits.
 
-    ``files`` maps plain file names to contents; the entry file is ``main.py``, ``main.cpp``
-    or ``main.rs``. Compiled languages are compiled (under ``compile_limits``) then run.
+    ``files`` maps plain file names to contents; the entry file is the language's ``source``
+    (``main.py``, ``main.cpp``, ``main.rs``: ``toolchains.TOOLCHAINS``). Compiled languages are
+    compiled (under ``compile_limits``) then run.
     """
 
     language: str
@@ -93,7 +94,7 @@ class Job:
     @property
     def build_key(self) -> str | None:
         """Identity of what a compiled job builds, for routing it to the worker that has it cached."""
-        if self.language == "python":
+        if not TOOLCHAINS[self.language].compiled:
             return None
         digest = hashlib.sha256(self.language.encode())
         for name in sorted(self.files):
@@ -103,7 +104,7 @@ class Job:
     @property
     def request_timeout_s(self) -> float:
         """How long the host waits for the supervisor before declaring the worker dead."""
-        compile_s = self.compile_limits.wall_s if self.language != "python" else 0.0
+        compile_s = self.compile_limits.wall_s if TOOLCHAINS[self.language].compiled else 0.0
         return self.limits.wall_s + compile_s + 30.0  # margin: start-up and the 10 s cleanup deadline
 
 

@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from importlib import metadata, resources
 from typing import Any
 
-from gym_sysmath.sandbox.execution import SandboxUnavailableError
-from gym_sysmath.sandbox.workers import LABEL_OWNER, LABEL_SANDBOX, RUNTIME_VARIABLE
-
 #: The image's own sources in ``image/`` (standard library only, copied into the image) are
 #: importable on the host too, as ``gym_sysmath.sandbox.image.toolchains``: this module is their
 #: package (a module with a ``__path__`` has submodules; the folder cannot hold an __init__.py, which
-#: would shadow this module).
+#: would shadow this module). Set before the imports below, which come back for ``toolchains``
+#: (``sandbox/__init__.py`` imports this module first).
 __path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "image")]
+
+from gym_sysmath.sandbox.execution import SandboxUnavailableError
+from gym_sysmath.sandbox.workers import LABEL_OWNER, LABEL_SANDBOX, RUNTIME_VARIABLE
 
 IMAGE_REPOSITORY = "gym-sysmath-sandbox"
 BASE_IMAGE_REGISTRY = "debian:bookworm-slim"
