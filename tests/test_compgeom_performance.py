@@ -158,11 +158,10 @@ inline Intersection line2_line2(const Line2& a, const Line2& b) {
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="valgrind's client calls run code outside the count (SECURITY.md): "
-                   "the reason performance_weight > 0 is refused; when this passes, the image's valgrind "
-                   "refuses them and the weight can be allowed again")
 def test_work_run_through_a_valgrind_client_call_is_not_free(env):
+    # The image's cachegrind is built with cachegrind-refuses-client-requests.patch: the request
+    # ends the counted run with no count, so the bonus is 0 (and the answer is still correct).
     source = reference("cpp").replace(f"{PRIMITIVE}(", f"{PRIMITIVE}_unused(", 1) + CLIENT_CALL_CPP
     _, info = submit(env, "cpp", source)
     assert (info["verdict"], info["scoring_error"]) == ("correct", None), info
-    assert info["performance_score"] < 0.5  # 2,000 times the reference's work
+    assert info["performance_score"] == 0.0  # 2,000 times the reference's work, run natively
