@@ -26,10 +26,10 @@ import gymnasium as gym
 
 import gym_sysmath  # noqa: F401  (registers the ids)
 from gym_sysmath.sandbox import image
+from gym_sysmath.sandbox.image.toolchains import TOOLCHAINS
 from gym_sysmath.tasks import compgeom
 
 PRIMITIVE = "segment2_segment2"
-COMMENT = {"cpp": "//", "rust": "//", "python": "#"}
 BARE = """
 import base64, json, os, subprocess, sys, tempfile, time
 spec = json.loads(base64.b64decode(sys.argv[1]))
@@ -42,11 +42,6 @@ if spec["build"]:
 subprocess.run(spec["run"], cwd=folder, input=spec["stdin"].encode(), check=True, capture_output=True)
 print(time.perf_counter() - started)
 """
-COMMANDS = {
-    "cpp": (["g++", "-std=c++20", "-O2", "-pipe", "-I/opt/gym-sysmath/pch", "-o", "prog", "main.cpp"], ["./prog"]),
-    "rust": (["rustc", "--edition", "2021", "-O", "-o", "prog", "main.rs"], ["./prog"]),
-    "python": ([], ["python3", "main.py"]),
-}
 
 
 def main() -> None:
@@ -69,13 +64,13 @@ def main() -> None:
             env.unwrapped.sandbox.prestart(4)
             steps, cached = [], []
             for rep in range(-1, args.repeats):  # rep -1: a warm-up, not counted
-                source = f"{solution}\n{COMMENT[language]} benchmark run {time.time_ns()} {rep}\n"
+                source = f"{solution}\n{TOOLCHAINS[language].comment} benchmark run {time.time_ns()} {rep}\n"
                 env.reset(options={"task_id": task.task_id})
                 started = time.perf_counter()
                 *_, info = env.step(f"```{language}\n{source}```")
                 elapsed = time.perf_counter() - started
                 assert info["verdict"] == "correct", info
-                source = f"{solution}\n{COMMENT[language]} benchmark run {time.time_ns()} {rep} twice\n"
+                source = f"{solution}\n{TOOLCHAINS[language].comment} benchmark run {time.time_ns()} {rep} twice\n"
                 twice.reset(options={"task_id": task.task_id})
                 *_, info = twice.step(f"```{language}\n{source}```")  # public tests: builds it
                 assert info["public_passed"] == info["public_total"], info
@@ -89,9 +84,9 @@ def main() -> None:
                 env.unwrapped.sandbox.prestart(4)  # the next episode's container is clean again
             env.close()
             twice.close()
-            build, run = COMMANDS[language]
+            toolchain = TOOLCHAINS[language]  # the sandbox's own commands
             spec = {"files": compgeom.job_files(task, solution), "stdin": compgeom.stdin_for(task.hidden_cases),
-                    "build": build, "run": run}
+                    "build": list(toolchain.build), "run": list(toolchain.run)}
             payload = base64.b64encode(json.dumps(spec).encode()).decode()
             bare = [float(warm.exec_run(["python3", "-c", BARE, payload]).output) for _ in range(args.repeats)]
             rows.append((language, statistics.median(steps), statistics.median(cached), statistics.median(bare)))

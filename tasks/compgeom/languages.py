@@ -1,20 +1,54 @@
-"""The three languages a task can be posed in: file names, fences, comment syntax, build commands."""
+"""The languages a task can be posed in: the sandbox's (``toolchains``), with CompGeom's file names.
+
+Everything but the candidate's file name comes from the language's row in
+``gym_sysmath.sandbox.image.toolchains``, so the build command a prompt shows and the local
+runner runs is the one the sandbox runs.
+"""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
+
+from gym_sysmath.sandbox.image.toolchains import TOOLCHAINS, Toolchain
+
+#: The file the agent writes, by language; the harness (the toolchain's ``source``) includes it.
+CANDIDATE_FILES = {"cpp": "candidate.hpp", "rust": "candidate.rs", "python": "candidate.py"}
 
 
 @dataclass(frozen=True)
 class Language:
-    name: str
-    title: str
+    toolchain: Toolchain
     candidate_file: str
-    harness_file: str
-    fence: str
-    comment: str
-    build: str
-    run: str
+
+    @property
+    def name(self) -> str:
+        return self.toolchain.name
+
+    @property
+    def title(self) -> str:
+        return self.toolchain.title
+
+    @property
+    def harness_file(self) -> str:
+        return self.toolchain.source
+
+    @property
+    def fence(self) -> str:
+        return self.toolchain.name
+
+    @property
+    def comment(self) -> str:
+        return self.toolchain.comment
+
+    @property
+    def build(self) -> str:
+        """The build command as a prompt shows it; empty for Python."""
+        return shlex.join(self.toolchain.build)
+
+    @property
+    def run(self) -> str:
+        return shlex.join(self.toolchain.run)
 
     @property
     def ext(self) -> str:
@@ -22,13 +56,7 @@ class Language:
         return self.candidate_file.rsplit(".", 1)[1]
 
 
-CPP = Language("cpp", "C++20", "candidate.hpp", "main.cpp", "cpp", "//",
-               "g++ -std=c++20 -O2 -o prog main.cpp", "./prog")
-RUST = Language("rust", "Rust (edition 2021)", "candidate.rs", "main.rs", "rust", "//",
-                "rustc --edition 2021 -O -o prog main.rs", "./prog")
-PYTHON = Language("python", "Python 3.11", "candidate.py", "main.py", "python", "#",
-                  "", "python3 main.py")
-
-LANGUAGE_TABLE: tuple[Language, ...] = (CPP, RUST, PYTHON)
+LANGUAGE_TABLE: tuple[Language, ...] = tuple(Language(toolchain, CANDIDATE_FILES[name])
+                                             for name, toolchain in TOOLCHAINS.items())
 LANGUAGES: tuple[str, ...] = tuple(lang.name for lang in LANGUAGE_TABLE)
 BY_LANGUAGE: dict[str, Language] = {lang.name: lang for lang in LANGUAGE_TABLE}

@@ -1,4 +1,5 @@
-"""A local stand-in for the sandbox: compile and run one job with the host toolchains.
+"""A local stand-in for the sandbox: compile and run one job with the host toolchains, using the
+sandbox's build and run commands (``toolchains.TOOLCHAINS``).
 
 ``run_local(language, files, stdin) -> (status, output)`` has the shape ``verify`` expects of any
 runner (the env passes the Docker sandbox instead). ``status`` is ``"ok"`` when the program
@@ -9,7 +10,6 @@ It isolates nothing; use it for known code (fixtures, tests), never for agent su
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -24,21 +24,21 @@ Runner = Callable[[str, Mapping[str, str], str], tuple[str, str]]
 
 def run_local(language: str, files: Mapping[str, str], stdin: str, *,
               compile_timeout_s: float = 120.0, run_timeout_s: float = 60.0) -> tuple[str, str]:
-    lang = BY_LANGUAGE[language]
+    toolchain = BY_LANGUAGE[language].toolchain
     with tempfile.TemporaryDirectory(prefix="compgeom-") as tmp:
         for name, text in files.items():
             (Path(tmp) / name).write_text(text, encoding="utf-8")
-        if lang.build:
+        if toolchain.compiled:
             try:
-                built = subprocess.run(shlex.split(lang.build), cwd=tmp, capture_output=True, text=True,
+                built = subprocess.run(list(toolchain.build), cwd=tmp, capture_output=True, text=True,
                                        timeout=compile_timeout_s)
             except subprocess.TimeoutExpired:
                 return "timeout", "compilation timed out"
             if built.returncode != 0:
                 return "compile_error", built.stdout + built.stderr
-            command = ["./prog"]
-        else:
-            command = [sys.executable, lang.harness_file]
+            command = list(toolchain.run)
+        else:  # the sandbox's command, with this interpreter for its python3
+            command = [sys.executable, *toolchain.run[1:]]
         try:
             ran = subprocess.run(command, cwd=tmp, input=stdin, capture_output=True, text=True,
                                  timeout=run_timeout_s)

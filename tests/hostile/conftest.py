@@ -20,6 +20,7 @@ import pytest
 
 import gym_sysmath  # noqa: F401  (registers the ids)
 from gym_sysmath.sandbox import Job, Limits, PoolStats, Sandbox
+from gym_sysmath.sandbox.image.toolchains import TOOLCHAINS
 from gym_sysmath.verdicts import Verdict
 from tests.hostile.payloads import LEFTOVER_PROBE, inject, task_id
 
@@ -28,7 +29,8 @@ from tests.hostile.payloads import LEFTOVER_PROBE, inject, task_id
 #: ``ATTACK_LIMITS = QUICK_LIMITS`` to end them sooner.
 HOSTILE_LIMITS = Limits(wall_s=20.0, cpu_s=10.0)
 QUICK_LIMITS = Limits(wall_s=3.0, cpu_s=2.0)
-LANGUAGES = ("python", "cpp", "rust")
+LANGUAGES = tuple(TOOLCHAINS)
+COMPILED_LANGUAGES = tuple(name for name, toolchain in TOOLCHAINS.items() if toolchain.compiled)
 
 
 def _limits(request) -> Limits:
@@ -81,7 +83,7 @@ def assert_pool_healthy(env, language: str, before: PoolStats) -> None:
 #: Run each attack as a CompGeom candidate in these languages, and as a Python tool turn.
 CODE_LANGUAGES = pytest.mark.parametrize("language", LANGUAGES)
 ALL_PATHS = pytest.mark.parametrize("language", [*LANGUAGES, "session"])
-COMPILED = pytest.mark.parametrize("language", ["cpp", "rust"])
+COMPILED = pytest.mark.parametrize("language", COMPILED_LANGUAGES)
 
 
 @pytest.fixture

@@ -30,6 +30,8 @@ import pytest
 
 import gym_sysmath  # noqa: F401  (registers the ids)
 from gym_sysmath.sandbox import Limits
+from gym_sysmath.sandbox.image.toolchains import TOOLCHAINS
+from tests.hostile.conftest import COMPILED_LANGUAGES, LANGUAGES
 from tests.hostile.payloads import (
     BETWEEN_TURNS_SPINNER,
     CHECK_HITS,
@@ -54,7 +56,7 @@ ATTACK_S = 2.0
 ATTACKERS = 2
 #: Attacker candidates get room to run their attack before they answer.
 ATTACKER_LIMITS = Limits(wall_s=20.0, cpu_s=10.0)
-VICTIMS = ("python", "cpp", "rust", "csapp", "linalg")
+VICTIMS = (*LANGUAGES, "csapp", "linalg")
 
 
 class Rollouts:
@@ -63,9 +65,9 @@ class Rollouts:
     def __init__(self) -> None:
         self.sessions = [gym.make("CsappExact-v0", max_turns=5) for _ in range(2 * ATTACKERS)]
         self.candidates = {language: gym.make("CompGeom-v0", languages=[language], max_turns=1,
-                                              limits=ATTACKER_LIMITS) for language in ("python", "cpp", "rust")}
+                                              limits=ATTACKER_LIMITS) for language in LANGUAGES}
         self.victims = {language: gym.make("CompGeom-v0", languages=[language], max_turns=1)
-                        for language in ("python", "cpp", "rust")}
+                        for language in LANGUAGES}
         self.victims["csapp"] = gym.make("CsappExact-v0", max_turns=3)
         self.victims["linalg"] = gym.make("LinearAlgebra-v0", max_turns=2)
 
@@ -87,10 +89,10 @@ def rollouts(docker_available):
 def victim_work(rollouts: Rollouts, victim: str) -> None:
     """The victim rollout's whole episode of correct work; asserts it scores 1.0."""
     env = rollouts.victims[victim]
-    if victim in ("python", "cpp", "rust"):
+    if victim in LANGUAGES:
         env.reset(options={"task_id": task_id(victim)})
         fence, body = env.unwrapped.reference_action().split("\n", 1)
-        comment = "#" if victim == "python" else "//"  # a fresh build: the cache cannot answer for it
+        comment = TOOLCHAINS[victim].comment  # a fresh build: the cache cannot answer for it
         _, reward, _, _, info = env.step(f"{fence}\n{comment} rollout {secrets.token_hex(8)}\n{body}")
         assert (reward, info["verdict"], info["scoring_error"]) == (1.0, "correct", None), info
         return
@@ -222,7 +224,7 @@ def test_the_cross_rollout_probes_find_what_they_look_for(rollouts):
 # --------------------------------------------------------------------------- read
 
 
-@pytest.mark.parametrize("victim", ["cpp", "rust"])
+@pytest.mark.parametrize("victim", COMPILED_LANGUAGES)
 def test_read_neighbours_job_dir_from_proc_cmdline(rollouts, victim):
     # a tool turn (and what it leaves running) watches every command line for a job dir that is
     # not its own: the compiler's temporaries name the one a neighbour's build writes into
@@ -272,7 +274,7 @@ def test_read_neighbours_hidden_inputs_through_proc_fd(rollouts):
 # --------------------------------------------------------------------------- steal
 
 
-@pytest.mark.parametrize("victim", ["cpp", "rust"])
+@pytest.mark.parametrize("victim", COMPILED_LANGUAGES)
 def test_steal_neighbours_compiled_binary(rollouts, victim):
     # find a neighbour's job dir in a command line, then copy its `prog` (or sources) out of it:
     # with it, a rollout that submits a loader scores what the neighbour earned
