@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gym_sysmath.actions import Reply
-from gym_sysmath.env import SysmathEnv, Task, ToolTurn, filter_names
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn
+from gym_sysmath.filters import filter_names
 from gym_sysmath.sandbox import ExecutionResult, Job, Limits, Sandbox, SandboxError
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.cases import train_cases

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from gym_sysmath.actions import Reply
 from gym_sysmath.answers import choose_answer, unwrap
-from gym_sysmath.env import SysmathEnv, Task, ToolTurn, filter_names
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.exact import answer_matches, exact_equal, is_json_primitive_list
 from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import csapp
@@ -110,22 +110,12 @@ class CsappExactEnv(SysmathEnv):
                  max_turns: int | None = None, tasks_path: str | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, limits: Limits | None = None,
                  render_mode: str | None = None, difficulty: str | None = None):
-        self.categories = self._check_categories(categories)
+        self.categories = csapp.check_categories(categories)
         self.difficulty = None if difficulty is None else csapp.check_level(difficulty)
         self._tasks = {task.task_id: task for task in csapp.load_tasks(tasks_path)}
         self._current: csapp.CsappTask | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
                          limits=limits, render_mode=render_mode)
-
-    @staticmethod
-    def _check_categories(categories: Iterable[str] | None) -> tuple[str, ...] | None:
-        if categories is None:
-            return None
-        chosen = filter_names("categories", categories)
-        unknown = sorted(set(chosen) - set(csapp.CATEGORIES))
-        if unknown or not chosen:
-            raise ValueError(f"unknown categories {unknown}; choose from {csapp.CATEGORIES}")
-        return chosen
 
     @property
     def task_ids(self) -> tuple[str, ...]:
@@ -135,7 +125,7 @@ class CsappExactEnv(SysmathEnv):
                      if self.categories is None or task.category in self.categories)
 
     def _select_task(self, options: Mapping[str, Any]) -> Task:
-        categories = self._check_categories(options.get("categories")) or self.categories
+        categories = csapp.check_categories(options.get("categories")) or self.categories
         wanted = options.get("difficulty", self.difficulty)
         level = None if wanted is None else csapp.check_level(wanted)
         if "task_id" in options:

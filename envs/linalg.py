@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gym_sysmath.actions import Reply
-from gym_sysmath.env import SysmathEnv, Task, ToolTurn, filter_names
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn
+from gym_sysmath.filters import filter_names
 from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import linalg
 from gym_sysmath.verdicts import Grade, Verdict

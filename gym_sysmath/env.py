@@ -8,9 +8,9 @@ into a ``scoring_error`` that truncates the episode instead of masquerading as a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, overload
+from typing import Any, ClassVar
 
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
@@ -91,29 +91,6 @@ def format_tool_output(result: ExecutionResult, turn: int, max_turns: int, resta
     if restarted:
         parts.append("[the session was restarted: variables from earlier turns are gone]")
     return "\n".join(parts)
-
-
-@overload
-def filter_names(name: str, value: None) -> None: ...
-@overload
-def filter_names(name: str, value: Iterable[str]) -> tuple[str, ...]: ...
-def filter_names(name: str, value: Any) -> tuple[str, ...] | None:
-    """A filter argument (``categories``, ``topics``, ``languages``...) as a tuple of names.
-
-    A bare string is refused: ``tuple("floats")`` is six one-letter names, which would match
-    nothing or, worse, something else, without a word.
-    """
-    if value is None:
-        return None
-    if isinstance(value, str):
-        raise TypeError(f"{name} must be a list of names, not the string {value!r}: write {name}=[{value!r}]")
-    try:
-        names = tuple(value)
-    except TypeError:
-        raise TypeError(f"{name} must be a list of names, got {type(value).__name__}") from None
-    if not all(isinstance(item, str) for item in names):
-        raise TypeError(f"{name} must be a list of names (strings), got {list(names)!r}")
-    return names
 
 
 ROLES = {"prompt": "user", "action": "assistant", "observation": "user"}

@@ -10,7 +10,7 @@ and linking) and then ``python -m gym_sysmath.tasks.csapp.build``.
 
 from .answers import parse_answer_value, read_answer_value, reference_code
 from .difficulty import LEVELS, check_level, task_level
-from .task import CATEGORIES, CsappTask, TaskFileError
+from .task import CATEGORIES, CsappTask, TaskFileError, check_categories
 from .taskfile import load_tasks
 from .train import sample_task
 
@@ -19,6 +19,7 @@ __all__ = [
     "LEVELS",
     "CsappTask",
     "TaskFileError",
+    "check_categories",
     "check_level",
     "load_tasks",
     "parse_answer_value",

@@ -6,10 +6,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from gym_sysmath.exact import is_json_primitive_list
+from gym_sysmath.filters import known_names
 
 CATEGORIES: tuple[str, ...] = (
     "integers", "floats", "bits", "memory", "cache", "machine", "linking", "processes", "vm", "concurrency",
 )
+
+
+def check_categories(categories: Any) -> tuple[str, ...] | None:
+    """A ``categories`` filter as a tuple of ``CATEGORIES`` (``None``: all). The one check the env
+    (``gym.make``, reset options) and the train split (``sample_task``) both make: a bare string,
+    an empty list and an unknown name are refused with the same words wherever they are given."""
+    return known_names("categories", categories, CATEGORIES)
 
 Answer = list[Any]  # a non-empty flat list of bool | int | float | str
 

@@ -16,7 +16,7 @@ from gym_sysmath.exact import dumps_exact
 
 from .catalog import EVAL_SET, TEMPLATES
 from .difficulty import check_level, level_of, levels_of
-from .task import CATEGORIES, CsappTask
+from .task import CsappTask, check_categories
 from .template import BuildError, Params, Template, instantiate
 
 MAX_DRAWS = 200
@@ -33,15 +33,8 @@ def train_task_id(template: Template, params: Params) -> str:
 
 
 def _templates_in(categories: Iterable[str] | None) -> list[Template]:
-    if categories is None:
-        return list(TEMPLATES.values())
-    if isinstance(categories, str):
-        raise TypeError(f"categories must be a tuple of names, e.g. ({categories!r},), not a string")
-    wanted = tuple(categories)
-    unknown = sorted(set(wanted) - set(CATEGORIES))
-    if unknown or not wanted:
-        raise ValueError(f"categories must be a non-empty subset of {CATEGORIES}; unknown: {unknown}")
-    return [t for t in TEMPLATES.values() if t.category in wanted]
+    wanted = check_categories(categories)
+    return [t for t in TEMPLATES.values() if wanted is None or t.category in wanted]
 
 
 def sample_task(rng: np.random.Generator, categories: tuple[str, ...] | None = None,
