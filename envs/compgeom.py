@@ -199,12 +199,12 @@ class CompGeomEnv(SysmathEnv):
         result = self._run("public")
         self._public = None
         text = [self._compile_report(result)]
-        if result.status == "ok":
+        if result.ok:
             self._public = compgeom.compare(task.public_cases, result.stdout)
             text.append("Public tests: " + compgeom.describe_failures(self._public, task.public_cases))
             if not self._public.ok and result.stderr.strip():
                 text.append("Your program's standard error:" + _head_and_tail(result.stderr, STDERR_CHARS))
-        elif result.status != "compile_error":
+        elif FAILED_EXECUTION.get(result.status) is not Verdict.COMPILE_ERROR:  # the build report says it
             text.append(f"The run failed: {result.status}." + _head_and_tail(result.stderr, STDERR_CHARS))
         text.append(f"[turn {self.turn} of {self.max_turns}; reply without a code block to submit]")
         return ToolTurn("\n".join(part for part in text if part), self._metrics(result, self._public))
@@ -229,7 +229,7 @@ class CompGeomEnv(SysmathEnv):
             return Grade(Verdict.FORMAT_ERROR, f"no {task.language} code block was given before submitting",
                          self._metrics(None, None))
         result = self._run("hidden")
-        if result.status != "ok":
+        if not result.ok:
             verdict = FAILED_EXECUTION.get(result.status, Verdict.RUNTIME_ERROR)
             return Grade(verdict, f"the program ended with {result.status}", self._metrics(result, None, hidden=True))
         report = compgeom.compare(self._hidden, result.stdout)
@@ -315,7 +315,7 @@ class CompGeomEnv(SysmathEnv):
                   count_instructions=True)
         for _ in range(COUNT_TRIES):
             result = self.rollout.run(job)
-            if not (result.status == "memory_limit" and result.signal == signal.SIGKILL):
+            if not (FAILED_EXECUTION.get(result.status) is Verdict.MEMORY_LIMIT and result.signal == signal.SIGKILL):
                 break
         return result
 
@@ -325,7 +325,7 @@ class CompGeomEnv(SysmathEnv):
         compiled = result.compile
         if compiled is None:  # Python: nothing to build
             return ""
-        if compiled.status == "ok":
+        if compiled.ok:
             return "Build: ok" + (" (cached)" if compiled.cached else "") + _head_and_tail(compiled.stderr)
         return f"Build failed ({compiled.status}):" + _head_and_tail(compiled.stderr or compiled.stdout)
 
@@ -334,7 +334,7 @@ class CompGeomEnv(SysmathEnv):
         task = self._current
         assert task is not None
         public = self._public
-        compiled = result is not None and (result.compile is None or result.compile.status == "ok")
+        compiled = result is not None and (result.compile is None or result.compile.ok)
         return {
             "compile_success": compiled,
             "public_passed": public.passed if public else 0,

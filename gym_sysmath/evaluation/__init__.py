@@ -55,24 +55,23 @@ from gym_sysmath.evaluation.plan import EvalError, SampleSpec, choose_tasks, pla
 from gym_sysmath.evaluation.report import EvalRun, Progress, format_breakdowns, format_scoreboard, plot_summary
 from gym_sysmath.evaluation.run import (
     BASE_INFO_KEYS,
-    CONTEXT_OVERFLOW,
-    FAILED,
     MAX_STEPS,
     Outcome,
+    RowVerdict,
     SampleFailure,
     SampleResult,
+    SampleVerdict,
     _jsonable,
     close_all,
     play,
     run_episode,
     run_local,
+    sample_verdict,
     take_sandbox,
 )
 from gym_sysmath.evaluation.summary import (
     BREAKDOWN_KEYS,
     DIFFICULTY_ORDER,
-    FORMAT_ERROR,
-    SCORING_ERROR,
     UNSCORED,
     pass_at_k,
     summarize,
@@ -85,14 +84,10 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "BASE_INFO_KEYS",
     "BREAKDOWN_KEYS",
-    "CONTEXT_OVERFLOW",
     "DIFFICULTY_ORDER",
-    "FAILED",
-    "FORMAT_ERROR",
     "MAX_STEPS",
     "RUN_HEADER",
     "RUN_HEADER_FORMAT",
-    "SCORING_ERROR",
     "SESSIONS",
     "UNSCORED",
     "EvalError",
@@ -100,9 +95,11 @@ __all__ = [
     "Outcome",
     "Progress",
     "ResultsLog",
+    "RowVerdict",
     "SampleFailure",
     "SampleResult",
     "SampleSpec",
+    "SampleVerdict",
     "bind_run_header",
     "choose_tasks",
     "close_all",
@@ -119,6 +116,7 @@ __all__ = [
     "run_fingerprint",
     "run_local",
     "sample_seed",
+    "sample_verdict",
     "sessions_time",
     "summarize",
     "write_report",
@@ -197,7 +195,7 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
             bind_run_header(log, fingerprint)
             _check_resumable(done, specs, agent, log.path)
         results = {key: result for key, result in done.items() if key in planned}
-        todo = [spec for spec in specs if spec.key not in results or results[spec.key].verdict == FAILED]
+        todo = [spec for spec in specs if spec.key not in results or results[spec.key].verdict is RowVerdict.FAILED]
         if resume and log:
             logger.info("eval %s: resuming %s: %d of %d samples logged, %d to play (failed ones again)",
                         agent.name, log.path, len(specs) - len(todo), len(specs), len(todo))

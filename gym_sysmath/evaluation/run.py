@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import gymnasium as gym
@@ -19,12 +20,37 @@ import gymnasium as gym
 from gym_sysmath.agents import Agent, ContextOverflow, Turn
 from gym_sysmath.env import INFO_KEYS, core_env
 from gym_sysmath.evaluation.plan import SampleSpec
+from gym_sysmath.verdicts import Verdict
 
 #: ``info`` fields every env sets on every step: not task metadata.
 BASE_INFO_KEYS = frozenset({*INFO_KEYS, "detail"})  # the contract's fields: not task metadata
 #: A safety net: every family ends an episode within its ``max_turns``.
 MAX_STEPS = 256
 Key = TypeVar("Key")  #: ``close_all`` takes envs under any keys
+
+
+class RowVerdict(StrEnum):
+    """The verdicts of a logged sample that the env did not give (the env's own are ``Verdict``)."""
+
+    #: The sample got no verdict from the env (``SampleFailure``): ``--resume`` plays it again.
+    FAILED = "failed"
+    #: The endpoint ended the episode because its conversation outgrew the model's context.
+    CONTEXT_OVERFLOW = "context_overflow"
+
+
+#: A logged sample's verdict: the env's, or one of the eval's own.
+SampleVerdict = Verdict | RowVerdict
+
+
+def sample_verdict(name: str) -> SampleVerdict:
+    """The verdict ``name`` (as logged) stands for; a ``ValueError`` naming them all otherwise."""
+    for kind in (Verdict, RowVerdict):
+        try:
+            return kind(name)
+        except ValueError:
+            continue
+    known = ", ".join([*Verdict, *RowVerdict])
+    raise ValueError(f"unknown verdict {name!r}; a logged sample's verdict is one of {known}")
 
 
 @dataclass(frozen=True)
@@ -35,7 +61,8 @@ class SampleResult:
     ``finish_reason``, token ``usage``, latency, retries, the sampling fields sent), ``{}``
     when it keeps none. ``final_info`` is the last step's ``info`` (``hidden_passed``,
     ``compile_success``, ``format_ok``, ...); ``error`` says why a ``context_overflow`` or
-    ``failed`` sample stopped."""
+    ``failed`` sample stopped. ``verdict`` is read into its enum (``sample_verdict``), so a
+    row with a verdict neither enum has is refused where it is made or loaded."""
 
     env_id: str
     task_id: str
@@ -45,7 +72,7 @@ class SampleResult:
     actions: tuple[str, ...]
     observations: tuple[str, ...]
     reward: float
-    verdict: str
+    verdict: SampleVerdict
     scoring_error: str | None
     detail: str | None
     metadata: Mapping[str, Any]
@@ -53,6 +80,9 @@ class SampleResult:
     turns: tuple[Mapping[str, Any], ...] = ()
     final_info: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", sample_verdict(self.verdict))
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -62,7 +92,7 @@ class SampleResult:
         return {
             "env_id": self.env_id, "task_id": self.task_id, "rollout": self.rollout, "seed": self.seed,
             "agent": self.agent, "actions": list(self.actions), "observations": list(self.observations),
-            "reward": self.reward, "verdict": self.verdict, "scoring_error": self.scoring_error,
+            "reward": self.reward, "verdict": self.verdict.value, "scoring_error": self.scoring_error,
             "detail": self.detail, "metadata": dict(self.metadata), "timings": dict(self.timings),
             "turns": [dict(turn) for turn in self.turns], "final_info": dict(self.final_info), "error": self.error,
         }
@@ -100,7 +130,7 @@ class SampleFailure:
         return SampleResult(
             env_id=spec.env_id, task_id=spec.task_id, rollout=spec.rollout, seed=spec.seed, agent=agent,
             actions=partial.actions if partial else (), observations=partial.observations if partial else (),
-            reward=0.0, verdict=FAILED, scoring_error=None, detail=None,
+            reward=0.0, verdict=RowVerdict.FAILED, scoring_error=None, detail=None,
             metadata=partial.metadata if partial else {}, timings=partial.timings if partial else {},
             turns=partial.turns if partial else (), final_info=partial.final_info if partial else {},
             error=self.error)
@@ -108,10 +138,12 @@ class SampleFailure:
 
 Outcome = SampleResult | SampleFailure
 
-#: The verdict of a logged sample that got none from the env (``SampleFailure``): replayed by ``--resume``.
-FAILED = "failed"
-#: The verdict of an episode the endpoint ended because its conversation outgrew the model's context.
-CONTEXT_OVERFLOW = "context_overflow"
+
+def _env_verdict(info: Mapping[str, Any]) -> SampleVerdict:
+    """The verdict the env gave in ``info``; ``failed`` while it has given none (an episode
+    stopped before its end, whose row is logged as ``failed`` anyway)."""
+    given = info.get("verdict")
+    return RowVerdict.FAILED if given is None else Verdict(given)
 
 
 def _jsonable(value: Any) -> Any:
@@ -142,14 +174,15 @@ def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
     turns: list[dict[str, Any]] = []
     observations = [observation]
     agent_s = env_s = 0.0
-    reward, verdict, error = 0.0, None, None
+    reward, error = 0.0, None
+    verdict: RowVerdict | None = None
 
     def result() -> SampleResult:
         timings = {"reset_s": reset_s, "agent_s": agent_s, "env_s": env_s, "total_s": time.perf_counter() - started}
         return SampleResult(
             env_id=spec.env_id, task_id=spec.task_id, rollout=spec.rollout, seed=spec.seed, agent=agent.name,
             actions=tuple(actions), observations=tuple(observations), reward=float(reward),
-            verdict=verdict or str(info.get("verdict")), scoring_error=None if verdict else info.get("scoring_error"),
+            verdict=verdict or _env_verdict(info), scoring_error=None if verdict else info.get("scoring_error"),
             detail=None if verdict or info.get("detail") is None else str(info["detail"]), metadata=metadata,
             timings={key: round(value, 6) for key, value in timings.items()}, turns=tuple(turns),
             final_info=_jsonable(dict(info)), error=error)
@@ -162,7 +195,7 @@ def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
                                          tuple(history), info, env))
             except ContextOverflow as exc:
                 agent_s += time.perf_counter() - mark
-                reward, verdict, error = 0.0, CONTEXT_OVERFLOW, str(exc)
+                reward, verdict, error = 0.0, RowVerdict.CONTEXT_OVERFLOW, str(exc)
                 return result()
             action = reply.text
             turns.append(_jsonable(dict(reply.record or {})))

@@ -12,17 +12,15 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gym_sysmath.evaluation.run import CONTEXT_OVERFLOW, FAILED, SampleResult
+from gym_sysmath.evaluation.run import RowVerdict, SampleResult, SampleVerdict
 from gym_sysmath.families import breakdown_keys, every_breakdown_key
 from gym_sysmath.verdicts import Verdict
 
 #: Every family's breakdown keys (each family declares its own in its registry row).
 BREAKDOWN_KEYS = every_breakdown_key()
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
-SCORING_ERROR = Verdict.SCORING_ERROR
-FORMAT_ERROR = Verdict.FORMAT_ERROR
 #: Verdicts that are no grade of the answer: left out of every denominator.
-UNSCORED = frozenset({SCORING_ERROR, FAILED})
+UNSCORED: frozenset[SampleVerdict] = frozenset({Verdict.SCORING_ERROR, RowVerdict.FAILED})
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -37,9 +35,10 @@ def _counts(results: Sequence[SampleResult]) -> dict[str, Any]:
     verdicts = Counter(r.verdict for r in results)
     scored = len(results) - sum(verdicts[verdict] for verdict in UNSCORED)
     correct = verdicts[Verdict.CORRECT]
-    return {"samples": len(results), "scored": scored, "correct": correct, "scoring_errors": verdicts[SCORING_ERROR],
-            "failed": verdicts[FAILED], "format_errors": verdicts[FORMAT_ERROR],
-            "context_overflows": verdicts[CONTEXT_OVERFLOW], "accuracy": correct / scored if scored else None}
+    return {"samples": len(results), "scored": scored, "correct": correct,
+            "scoring_errors": verdicts[Verdict.SCORING_ERROR], "failed": verdicts[RowVerdict.FAILED],
+            "format_errors": verdicts[Verdict.FORMAT_ERROR], "context_overflows": verdicts[RowVerdict.CONTEXT_OVERFLOW],
+            "accuracy": correct / scored if scored else None}
 
 
 def _pass_at_k(results: Sequence[SampleResult]) -> dict[str, float]:
@@ -87,7 +86,7 @@ def _group_stats(results: Sequence[SampleResult], breakdowns: tuple[str, ...] | 
     stats = _counts(results)
     stats["tasks"] = len({(r.env_id, r.task_id) for r in results})
     stats["pass_at_k"] = _pass_at_k(results)
-    stats["verdicts"] = dict(sorted(Counter(r.verdict for r in results).items()))
+    stats["verdicts"] = dict(sorted(Counter(r.verdict.value for r in results).items()))
     usage = _usage(results)
     if usage:
         stats["usage"] = usage

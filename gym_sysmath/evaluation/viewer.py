@@ -18,9 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from gym_sysmath.evaluation.log import RUN_HEADER
-from gym_sysmath.evaluation.run import SampleResult
+from gym_sysmath.evaluation.run import RowVerdict, SampleResult, SampleVerdict
+from gym_sysmath.verdicts import Verdict
 
 REPORT_NAME = "report.html"
+#: A verdict's badge colour on the page; the others are grey (the ``.verdict`` rule).
+VERDICT_COLOURS: dict[SampleVerdict, str] = {
+    Verdict.CORRECT: "#2e7d32", Verdict.WRONG_ANSWER: "#c62828", Verdict.FORMAT_ERROR: "#ef6c00",
+    Verdict.SCORING_ERROR: "#6a1b9a", RowVerdict.FAILED: "#000", RowVerdict.CONTEXT_OVERFLOW: "#5d4037",
+}
 
 
 def _read_json(path: Path) -> Any:
@@ -67,6 +73,12 @@ def render(data: Mapping[str, Any]) -> str:
     return _PAGE.replace("__TITLE__", title).replace("__DATA__", payload)
 
 
+def _verdict_styles() -> str:
+    """The badge rules, two to a line: ``.verdict.<name>`` is the class the script gives a verdict."""
+    rules = [f".verdict.{verdict.value} {{ background: {colour}; }}" for verdict, colour in VERDICT_COLOURS.items()]
+    return "\n".join(" ".join(rules[start:start + 2]) for start in range(0, len(rules), 2))
+
+
 _PAGE = r"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -81,9 +93,7 @@ table.scores td:first-child, table.scores th:first-child { text-align: left; }
 details.sample { border: 1px solid #ddd; border-radius: 4px; margin: .4em 0; padding: .2em .6em; }
 details.sample > summary { cursor: pointer; }
 .verdict { display: inline-block; padding: 0 6px; border-radius: 3px; font-weight: 600; color: #fff; background: #888; }
-.verdict.correct { background: #2e7d32; } .verdict.wrong_answer { background: #c62828; }
-.verdict.format_error { background: #ef6c00; } .verdict.scoring_error { background: #6a1b9a; }
-.verdict.failed { background: #000; } .verdict.context_overflow { background: #5d4037; }
+__VERDICT_STYLES__
 .turn { border-left: 3px solid #90caf9; margin: .6em 0; padding-left: .6em; }
 .meta { color: #555; font-size: 12px; }
 pre { background: #f6f8fa; padding: .5em; overflow-x: auto; white-space: pre-wrap; word-break: break-word; }
@@ -264,4 +274,4 @@ function main() {
 main();
 </script>
 </body></html>
-"""
+""".replace("__VERDICT_STYLES__", _verdict_styles())

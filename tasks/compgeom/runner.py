@@ -3,8 +3,9 @@ sandbox's build and run commands (``toolchains.TOOLCHAINS``).
 
 ``run_local(language, files, stdin) -> (status, output)`` has the shape ``verify`` expects of any
 runner (the env passes the Docker sandbox instead). ``status`` is ``"ok"`` when the program
-compiled and exited 0, and then ``output`` is its stdout; otherwise ``status`` is
-``"compile_error"``, ``"runtime_error"`` or ``"timeout"`` and ``output`` is the diagnostics.
+compiled and exited 0, and then ``output`` is its stdout; otherwise ``status`` names the failure
+as its verdict does (``Verdict.COMPILE_ERROR``, ``RUNTIME_ERROR`` or ``TIMEOUT``, as the sandbox's
+execution statuses do) and ``output`` is the diagnostics.
 It isolates nothing; use it for known code (fixtures, tests), never for agent submissions.
 """
 
@@ -15,6 +16,8 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from gym_sysmath.verdicts import Verdict
 
 from .languages import BY_LANGUAGE
 
@@ -33,9 +36,9 @@ def run_local(language: str, files: Mapping[str, str], stdin: str, *,
                 built = subprocess.run(list(toolchain.build), cwd=tmp, capture_output=True, text=True,
                                        timeout=compile_timeout_s)
             except subprocess.TimeoutExpired:
-                return "timeout", "compilation timed out"
+                return Verdict.TIMEOUT, "compilation timed out"
             if built.returncode != 0:
-                return "compile_error", built.stdout + built.stderr
+                return Verdict.COMPILE_ERROR, built.stdout + built.stderr
             command = list(toolchain.run)
         else:  # the sandbox's command, with this interpreter for its python3
             command = [sys.executable, *toolchain.run[1:]]
@@ -43,7 +46,7 @@ def run_local(language: str, files: Mapping[str, str], stdin: str, *,
             ran = subprocess.run(command, cwd=tmp, input=stdin, capture_output=True, text=True,
                                  timeout=run_timeout_s)
         except subprocess.TimeoutExpired:
-            return "timeout", "run timed out"
+            return Verdict.TIMEOUT, "run timed out"
         if ran.returncode != 0:
-            return "runtime_error", f"exit status {ran.returncode}\n{ran.stderr[-4000:]}"
+            return Verdict.RUNTIME_ERROR, f"exit status {ran.returncode}\n{ran.stderr[-4000:]}"
         return OK, ran.stdout
