@@ -4,6 +4,8 @@ action parser, the sandbox, CompGeom and the image's precompiled header all agre
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -39,6 +41,14 @@ def test_the_dockerfile_precompiles_the_header_with_exactly_the_cpp_build_flags(
     assert argv[argv.index("-o") + 1] == f"{PCH_DIR}/bits/stdc++.h.gch"
     build = TOOLCHAINS["cpp"].build
     assert build[:1 + len(CXX_FLAGS)] == ("g++", *CXX_FLAGS) and f"-I{PCH_DIR}" in build
+
+
+@pytest.mark.parametrize("first", ["gym_sysmath.sandbox.image.toolchains", "gym_sysmath.sandbox.execution",
+                                   "gym_sysmath.fences"])
+def test_the_registry_imports_first_from_any_side(first):
+    # image.py is the package of image/ and imports execution.py, which imports toolchains.py
+    done = subprocess.run([sys.executable, "-c", f"import {first}"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_compilers_are_the_compiled_rows():
