@@ -19,6 +19,7 @@ RUN_LIMITS = Limits(wall_s=10.0, cpu_s=5.0, memory_bytes=2 * 1024**3)
 #: A counted run is about 5x (C++, Rust) to 20x (Python) slower than a plain one.
 PERF_LIMITS = Limits(wall_s=60.0, cpu_s=40.0, memory_bytes=2 * 1024**3, stdout_bytes=16 * 1024**2)
 COUNT_TRIES = 5
+UNEXPLAINED_KILL_BELOW = 0.75  # of the memory limit: a SIGKILL there is not the job's own OOM
 #: (backend, task id) -> the reference's and the starter's instruction counts (``_reference_counts``).
 _REFERENCE_COUNTS: dict[tuple[str, str], tuple[int, int]] = {}
 COMPILE_OUTPUT_CHARS = 4000
@@ -26,15 +27,12 @@ STDERR_CHARS = 2000  # of a failing public run: the harness's first traceback an
 
 
 
-#: Whether the instruction count can be rewarded. Not yet: valgrind's client requests
-#: (``VALGRIND_NON_SIMD_CALL*``, reachable from C++ and Rust inline asm) run a candidate's
-#: function natively, outside the count, so a slow submission can score 1.0 (SECURITY.md,
-#: "Performance score"). Until the image's valgrind refuses them, the score is reported only.
-PERFORMANCE_REWARD_SAFE = False
-PERFORMANCE_REWARD_REFUSED = (
-    "performance_weight > 0 is refused for now: valgrind's client requests let a candidate run code "
-    "outside the instruction count, so the score can be forged (see SECURITY.md, 'Performance score'). "
-    "measure_performance=True reports info['performance_score'] without rewarding it.")
+
+def _killed_by_someone_else(result: ExecutionResult) -> bool:
+    """A SIGKILL the job's memory does not explain (the sandbox's own kills have their verdicts)."""
+    return (FAILED_EXECUTION.get(result.status) is Verdict.MEMORY_LIMIT and result.signal == signal.SIGKILL
+            and result.peak_memory_bytes < UNEXPLAINED_KILL_BELOW * PERF_LIMITS.memory_bytes)
+
 
 class CompGeomEnv(SysmathEnv):
     """Implement a 2D/3D/N-d intersection query; graded on hidden cases the agent never sees.
@@ -71,9 +69,9 @@ class CompGeomEnv(SysmathEnv):
     parameters and points within a tight relative tolerance), else 0.0. The performance
     score (`measure_performance=True`: `info["performance_score"]`) compares the instructions
     the candidate's run executes with the reference solution's in the same language (counted,
-    so the same submission always gets the same score). It is reported, not rewarded:
-    `performance_weight > 0` (a reward of `1 + w * score`) is refused until the counter cannot
-    be bypassed (`PERFORMANCE_REWARD_SAFE`).
+    so the same submission always gets the same score). With `performance_weight = w > 0` a
+    correct submission earns `1 + w * score` (the prompt says so, and what forfeits it); the
+    default 0 keeps the reward binary.
 
     ## Starting State
     `reset(seed=..., options=...)`: `options` may carry `task_id`, `primitive` or `language`.
@@ -90,7 +88,7 @@ class CompGeomEnv(SysmathEnv):
     | `languages` | `Optional[Sequence[str]]` | `None` (all) | some of `cpp`, `rust`, `python` |
     | `primitives` | `Optional[Sequence[str]]` | `None` (all) | some of the 13 primitives |
     | `max_turns` | `Optional[int]` | `8` | code actions per episode |
-    | `performance_weight` | `float` | `0.0` | must be 0 for now (below) |
+    | `performance_weight` | `float` | `0.0` | `w` in a correct reward of `1 + w * score` |
     | `measure_performance` | `bool` | `False` | report `info["performance_score"]` |
     | `sandbox` | `str` | `"docker"` | `"docker"` or `"process"` |
     | `pool_size` | `Optional[int]` | `None` | cap on live containers (None: one per live env plus spares) |
@@ -108,7 +106,8 @@ class CompGeomEnv(SysmathEnv):
     - `languages`: restrict to some of `cpp`, `rust`, `python` (the per-language ids set it).
     - `primitives`: restrict to some primitives.
     - `max_turns`: code actions allowed (default 8); `1` grades the first one directly.
-    - `performance_weight`: 0 (default, and for now the only value taken) keeps the reward binary.
+    - `performance_weight`: 0 (default) keeps the reward binary; `w > 0` adds `w * score` to a
+      correct submission's reward and states the term in the prompt.
     - `measure_performance`: report `info["performance_score"]` for correct submissions even
       when the weight is 0 (costs one counted run, and two more per task the first time).
     - `sandbox`: `"docker"` (default) or `"process"`.
@@ -121,7 +120,8 @@ class CompGeomEnv(SysmathEnv):
     ## Version History
     - v0: 7 primitives (21 tasks), then 13 (39 tasks); hidden corpora that fail every tolerance
       from 1e-12 up; a procedural train split; the performance score counted, not timed, and
-      reported only.
+      reported only; then rewarded again (`performance_weight`), once the image's cachegrind
+      refuses the client requests that let a program leave the count.
 
     Examples:
         >>> import gymnasium as gym, gym_sysmath
@@ -142,8 +142,6 @@ class CompGeomEnv(SysmathEnv):
                  render_mode: str | None = None):
         if performance_weight < 0:
             raise ValueError(f"performance_weight must be >= 0, got {performance_weight}")
-        if performance_weight > 0 and not PERFORMANCE_REWARD_SAFE:
-            raise ValueError(PERFORMANCE_REWARD_REFUSED)
         self._tasks = {task.task_id: task for task in compgeom.load_tasks(filter_names("primitives", primitives),
                                                                           filter_names("languages", languages))}
         self.performance_weight = float(performance_weight)
@@ -181,7 +179,8 @@ class CompGeomEnv(SysmathEnv):
         self._hidden = (train_cases(chosen.primitive, self.np_random, chosen.public_cases)
                         if self.split == "train" else chosen.hidden_cases)
         self._stdin_cache.pop((chosen.task_id, "train"), None)
-        return Task(chosen.task_id, self.family, compgeom.prompt_for(chosen, self.max_turns), None,
+        statement = compgeom.prompt_for(chosen, self.max_turns, self.performance_weight)
+        return Task(chosen.task_id, self.family, statement, None,
                     {"primitive": chosen.primitive, "language": chosen.language, "split": self.split})
 
     # ------------------------------------------------------------------ actions
@@ -279,6 +278,8 @@ class CompGeomEnv(SysmathEnv):
         result = self._counted(task, None, self._stdin(task, "timing"))
         if not result.ok or result.instructions is None or not compgeom.compare(cases, result.stdout).ok:
             return 0.0
+        if result.instructions <= baseline:  # less than the starter doing nothing: not a real count
+            return 0.0
         return performance_score(reference, result.instructions, baseline)
 
     def _reference_counts(self, task: compgeom.CompGeomTask) -> tuple[int, int]:
@@ -305,9 +306,10 @@ class CompGeomEnv(SysmathEnv):
     def _counted(self, task: compgeom.CompGeomTask, source: str | None, stdin: str) -> ExecutionResult:
         """Build ``source`` (default: the candidate) and run it under the instruction counter.
 
-        Python under valgrind is SIGKILLed now and then in the sandbox (by no OOM killer and
-        none of the sandbox's kills; 0 to 40% of runs on a loaded 2-core machine, never seen
-        for C++ or Rust), so a run killed that way is tried again, up to ``COUNT_TRIES`` times.
+        A run SIGKILLed far below its memory limit was killed by something other than its own
+        allocations (such kills hit Python under valgrind while the process backend's purge
+        killed every job on the host): it is tried again, up to ``COUNT_TRIES`` times, and then
+        it is the harness's failure (a ``scoring_error``), never the candidate's 0.
         """
         source = self._candidate if source is None else source
         assert source is not None  # only a submitted candidate is scored
@@ -315,9 +317,10 @@ class CompGeomEnv(SysmathEnv):
                   count_instructions=True)
         for _ in range(COUNT_TRIES):
             result = self.rollout.run(job)
-            if not (FAILED_EXECUTION.get(result.status) is Verdict.MEMORY_LIMIT and result.signal == signal.SIGKILL):
-                break
-        return result
+            if not _killed_by_someone_else(result):
+                return result
+        raise SandboxError("instruction_counter", f"the counted run of {task.task_id} was SIGKILLed {COUNT_TRIES} "
+                           f"times at {result.peak_memory_bytes} bytes, far below its memory limit")
 
     # ------------------------------------------------------------------ reporting
 

@@ -72,9 +72,48 @@ def test_same_submission_gets_the_same_score_twice_and_a_slower_one_less(env, la
     (reward, first), (_, second) = submit(env, language, candidate), submit(env, language, candidate)
     assert (first["verdict"], first["scoring_error"]) == ("correct", None), first
     assert first["performance_score"] == second["performance_score"] < 0.9
-    assert reward == 1.0  # reported, not rewarded (envs/compgeom.py PERFORMANCE_REWARD_SAFE)
+    assert reward == 1.0  # measure_performance reports the score; only performance_weight rewards it
     _, own = submit(env, language, reference(language))
     assert own["performance_score"] == 1.0
+
+
+def test_a_statement_without_a_weight_says_nothing_of_speed_and_one_with_it_states_the_term():
+    plain = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], measure_performance=True)
+    weighted = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], performance_weight=0.25)
+    try:
+        assert "Speed also counts" not in plain.reset(seed=0)[0]
+        statement = weighted.reset(seed=0)[0]
+        assert "1 + 0.25 * s" in statement
+        assert all(word in statement for word in ("a process or a thread", "execs", "client request"))
+    finally:
+        plain.close()
+        weighted.close()
+
+
+@pytest.mark.docker
+def test_a_weighted_score_is_added_to_a_correct_reward(docker_available):
+    weighted = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], max_turns=1,
+                        performance_weight=0.5)
+    try:
+        reward, info = submit(weighted, "cpp", slower("cpp", reference("cpp"), extra_calls=10))
+        assert (info["verdict"], info["scoring_error"]) == ("correct", None), info
+        assert 0 < info["performance_score"] < 0.9
+        assert reward == 1.0 + 0.5 * info["performance_score"]
+    finally:
+        weighted.close()
+
+
+def test_only_a_sigkill_far_below_the_memory_limit_is_the_harness_failing():
+    from gym_sysmath.envs.compgeom import PERF_LIMITS, _killed_by_someone_else
+    from gym_sysmath.sandbox import ExecutionResult
+
+    def killed(peak: int) -> ExecutionResult:
+        return ExecutionResult("memory_limit", signal=9, peak_memory_bytes=peak)
+
+    assert _killed_by_someone_else(killed(50 * 1024**2))
+    assert not _killed_by_someone_else(killed(PERF_LIMITS.memory_bytes - 1))  # its own allocations
+    assert not _killed_by_someone_else(ExecutionResult("memory_limit", signal=None, peak_memory_bytes=0))
+    assert not _killed_by_someone_else(ExecutionResult("timeout", signal=9))
 
 
 #: Python candidates (the reference with an attack at import) that pass the hidden run natively.
@@ -100,6 +139,18 @@ if _os.environ.get("FORGE"):
     _atexit.register(lambda: open(".instructions", "w").write("summary: 1\\n"))
 elif {UNDER_COUNTER}:
     _os.execve(_sys.executable, [_sys.executable, "main.py"], {{**_os.environ, "FORGE": "1"}})
+""",
+    # A counted run that kills itself would be retried and then taken for the harness failing
+    # (a scoring_error, so no low score): the counted process may not send SIGKILL at all.
+    "sigkills_itself_under_the_counter": f"""
+if {UNDER_COUNTER}:
+    import os as _os, signal as _signal
+    try:
+        _os.kill(_os.getpid(), _signal.SIGKILL)
+    except PermissionError:
+        pass
+    def {PRIMITIVE}(line0, line1):
+        return Intersection(Kind.NONE, [], [], [])
 """,
     # A forged count the counter cannot overwrite (the file is refused).
     "plants_a_read_only_count": """

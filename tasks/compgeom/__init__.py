@@ -89,9 +89,11 @@ def load_tasks(primitives: Iterable[str] | None = None, languages: Iterable[str]
     return tuple(_task(p, lang) for p in PRIMITIVES if p in chosen_p for lang in LANGUAGES if lang in chosen_l)
 
 
-def prompt_for(task: CompGeomTask, max_turns: int) -> str:
-    """The task statement for an episode of ``max_turns`` replies (one reply: no test turns)."""
-    return build_prompt(task.primitive, BY_LANGUAGE[task.language], task.contract, task.starter, max_turns)
+def prompt_for(task: CompGeomTask, max_turns: int, performance_weight: float = 0.0) -> str:
+    """The task statement for an episode of ``max_turns`` replies (one reply: no test turns); a
+    rewarded performance term is stated with what forfeits it."""
+    return build_prompt(task.primitive, BY_LANGUAGE[task.language], task.contract, task.starter, max_turns,
+                        performance_weight)
 
 
 def job_files(task: CompGeomTask, candidate_source: str) -> dict[str, str]:
