@@ -2,8 +2,8 @@
 
 ``Sandbox.lease()`` gives a rollout its own container; ``Lease.run(Job)`` returns an
 ``ExecutionResult`` whose status is the job's own doing; ``SandboxError`` means the harness
-failed. See ``pool.py`` for the leases and ``image/supervisor.py`` for what happens inside each
-container.
+failed. See ``pool.py`` for the leases and the package ``image/supervisor/`` for what happens
+inside each container.
 """
 
 # first: image.py is the package of image/toolchains.py, which execution.py imports

@@ -1,13 +1,13 @@
 """Host end of the supervisor protocol: framed JSON over one byte stream.
 
-A frame is ``<decimal length>\\n<utf-8 json>``. The Docker backend reads the container's
-attached stdout, which Docker multiplexes (8-byte headers per chunk); ``DockerStreamSource``
-strips those. Every failure here is the harness's, so it raises ``SandboxError``.
+The frames are the supervisor's own codec (``image/supervisor/protocol.py``, one parser for both
+ends); this module brings the bytes to it. The Docker backend reads the container's attached
+stdout, which Docker multiplexes (8-byte headers per chunk); ``DockerStreamSource`` strips those.
+Every failure here is the harness's, so it raises ``SandboxError``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import socket
@@ -16,13 +16,7 @@ import time
 from typing import Any, Protocol
 
 from gym_sysmath.sandbox.execution import SandboxError
-
-MAX_FRAME_BYTES = 256 * 1024 * 1024
-
-
-def encode_frame(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, separators=(",", ":")).encode("utf-8")
-    return b"%d\n" % len(body) + body
+from gym_sysmath.sandbox.image.supervisor.protocol import FrameError, take_frame
 
 
 class ByteSource(Protocol):
@@ -95,25 +89,12 @@ class FrameReader:
 
     def read(self, deadline: float) -> dict[str, Any]:
         while True:
-            newline = self.buffer.find(b"\n")
-            if newline >= 0:
-                try:
-                    size = int(self.buffer[:newline])
-                except ValueError as exc:
-                    raise SandboxError("protocol_error", f"bad frame header {bytes(self.buffer[:40])!r}") from exc
-                if not 0 <= size <= MAX_FRAME_BYTES:
-                    raise SandboxError("protocol_error", f"frame size {size} out of range")
-                end = newline + 1 + size
-                if len(self.buffer) >= end:
-                    body = bytes(self.buffer[newline + 1 : end])
-                    del self.buffer[:end]
-                    try:
-                        message = json.loads(body)
-                    except (ValueError, RecursionError) as exc:
-                        raise SandboxError("protocol_error", f"undecodable frame: {exc}") from exc
-                    if not isinstance(message, dict):
-                        raise SandboxError("protocol_error", "frame is not an object")
-                    return message
-            elif len(self.buffer) > 24:
-                raise SandboxError("protocol_error", f"bad frame header {bytes(self.buffer[:40])!r}")
+            try:
+                complete, message = take_frame(self.buffer)
+            except FrameError as exc:
+                raise SandboxError("protocol_error", str(exc)) from exc
+            if complete:
+                if not isinstance(message, dict):
+                    raise SandboxError("protocol_error", "frame is not an object")
+                return message
             self.buffer += self.source.read_some(deadline)

@@ -1,8 +1,9 @@
 """The sandbox image: content hash, build (optionally from a debootstrap base), status, reaping.
 
-The image is tagged by package version and a hash of its build context (the Dockerfile and
-the supervisor), and labelled with that hash, so an image built from other sources is never
-used in its place: it is rebuilt (beside the other, which keeps working for its own checkout).
+The image is tagged by package version and a hash of its build context (everything in
+``image/``: the Dockerfile, the supervisor package and what it reads beside it), and labelled
+with that hash, so an image built from other sources is never used in its place: it is rebuilt
+(beside the other, which keeps working for its own checkout).
 """
 
 from __future__ import annotations
@@ -54,10 +55,25 @@ def image_tag() -> str:
     return f"{IMAGE_REPOSITORY}:{package_version()}-{content_hash()}"
 
 
+def _is_source(name: str) -> bool:
+    """Not a bytecode cache, nor a hidden or backup file: what may change the content hash."""
+    return not (name == "__pycache__" or name.startswith(".") or name.endswith((".pyc", ".pyo", "~")))
+
+
 def _context_files() -> dict[str, bytes]:
-    folder = resources.files("gym_sysmath.sandbox") / "image"
-    return {entry.name: entry.read_bytes() for entry in folder.iterdir()
-            if entry.is_file() and not entry.name.endswith(".pyc")}
+    """The build context: every source under ``image/``, by its path there (``supervisor/service.py``)."""
+    files: dict[str, bytes] = {}
+    pending = [("", resources.files("gym_sysmath.sandbox") / "image")]
+    while pending:
+        prefix, folder = pending.pop()
+        for entry in folder.iterdir():
+            if not _is_source(entry.name):
+                continue
+            if entry.is_dir():
+                pending.append((f"{prefix}{entry.name}/", entry))
+            elif entry.is_file():
+                files[prefix + entry.name] = entry.read_bytes()
+    return files
 
 
 def content_hash() -> str:
@@ -200,7 +216,9 @@ def build_image(client: Any, *, bootstrap: bool = False, force: bool = False,
             base = BASE_IMAGE_BOOTSTRAP
     with tempfile.TemporaryDirectory(prefix="gym-sysmath-context-") as context:
         for name, data in _context_files().items():
-            with open(os.path.join(context, name), "wb") as handle:
+            path = os.path.join(context, *name.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as handle:
                 handle.write(data)
         log(f"docker build {status.tag} FROM {base}")
         mirror_host = mirror.rsplit("/debian", 1)[0]

@@ -22,10 +22,10 @@ from importlib import resources
 from typing import Any
 
 from gym_sysmath.sandbox import seccomp
-from gym_sysmath.sandbox.channel import DockerStreamSource, FdSource, FrameReader, encode_frame
+from gym_sysmath.sandbox.channel import DockerStreamSource, FdSource, FrameReader
 from gym_sysmath.sandbox.execution import SandboxError
+from gym_sysmath.sandbox.image.supervisor.protocol import PROTOCOL_VERSION, encode_frame
 
-PROTOCOL_VERSION = 2  # must equal the supervisor's
 LABEL_SANDBOX = "gym_sysmath.sandbox"
 LABEL_OWNER = "gym_sysmath.owner"
 RUNTIME_VARIABLE = "GYM_SYSMATH_DOCKER_RUNTIME"
@@ -33,7 +33,8 @@ FRESH_CONTAINERS_VARIABLE = "GYM_SYSMATH_FRESH_CONTAINERS"
 
 
 def supervisor_path() -> str:
-    return str(resources.files("gym_sysmath.sandbox") / "image" / "supervisor.py")
+    """The supervisor's entry point, run with ``python3 -s -P`` (in the image, its ENTRYPOINT)."""
+    return str(resources.files("gym_sysmath.sandbox") / "image" / "run_supervisor.py")
 
 
 def _fresh_uid_base() -> int:

@@ -20,7 +20,7 @@ FORBIDDEN = ("/tmp/hostile", "/etc/hostile", "/usr/hostile", "/hostile", "/opt/g
 #: Names the harness and the supervisor use in a job's dir, and their neighbours'.
 HARNESS_NAMES = ("main.py", "candidate.py", "main.cpp", "candidate.hpp", "main.rs", "candidate.rs", "prog",
                  "main", "a.out", "stdin", "stdout", "result.json", ".build-cache")
-LINK_TARGETS = ("/opt/gym-sysmath/supervisor.py", "/etc/passwd", "/scratch", "/proc/1/root")
+LINK_TARGETS = ("/opt/gym-sysmath/image/supervisor/service.py", "/etc/passwd", "/scratch", "/proc/1/root")
 
 
 def cpp_list(values) -> str:

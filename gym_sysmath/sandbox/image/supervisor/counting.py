@@ -1,0 +1,155 @@
+"""Counted runs and pid counts: a job's instructions counted by cachegrind, sealed against exec,
+and the pid namespace's own counters, which show whether a run made any process or thread."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import secrets
+import stat
+import struct
+
+from . import runtime
+from .processes import read_to_end
+from .runtime import IS_ROOT
+
+#: A counted job runs its program under cachegrind with the cache and branch simulations off: it
+#: counts the instructions the program executes (Ir), which the machine's load does not change.
+VALGRIND_LAUNCHER = "/usr/bin/valgrind"
+VALGRIND_LIB = "/usr/libexec/valgrind"
+COUNT_FILE = ".instructions"  # cachegrind's output, written in the job's dir when the program ends
+COUNT_FILE_MAX_BYTES = 64 * 1024 * 1024
+COUNTED_PYTHON = ["python3", "-s", "-P", "main.py"]  # a fresh interpreter: the zygote cannot be counted
+#: Per machine, for ``exec_sealed``: AUDIT_ARCH, the x32 syscall bit (or 0), execve, execveat.
+_SEAL_SYSCALLS = {"x86_64": (0xC000003E, 0x40000000, 59, 322), "aarch64": (0xC00000B7, 0, 221, 281)}
+_VALGRIND_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+def counted_argv(program: list[str], workdir: str) -> list[str]:
+    """``program`` under cachegrind. Children are not followed: a counted job cannot exec
+    (``exec_sealed``), and one that made a process or a thread gets no count (``StageRunner``).
+    No gdbserver: it is of no use here, and with it Python runs were killed now and then."""
+    return [VALGRIND_LAUNCHER, "--tool=cachegrind", "-q", "--cache-sim=no", "--branch-sim=no",
+            "--trace-children=no", "--vgdb=no", f"--cachegrind-out-file={os.path.join(workdir, COUNT_FILE)}", *program]
+
+
+def exec_sealed(argv: list[str], env: dict) -> None:
+    """Exec valgrind's tool for ``argv`` so that neither it nor its program can ever exec again.
+
+    A counted program that could exec would run the rest of its work uncounted (a native
+    program after valgrind) and could then write a count of its choosing. A seccomp filter
+    installed here refuses ``execveat`` and lets ``execve`` through only for a filename pointer
+    drawn at random in this process, which the next program cannot learn; valgrind's launcher,
+    which would exec once more, is skipped (the tool runs with the variables it would set).
+    Forks are not refused here but seen afterwards (refusing them, by this filter or by
+    RLIMIT_NPROC 1, had Python runs under valgrind SIGKILLed at random points).
+    """
+    machine = platform.machine()
+    if machine not in _SEAL_SYSCALLS:
+        raise OSError(f"instruction counts are not supported on {machine}")
+    audit_arch, x32_bit, nr_execve, nr_execveat = _SEAL_SYSCALLS[machine]
+    tool = os.path.join(VALGRIND_LIB, f"cachegrind-{_VALGRIND_ARCH[machine]}-linux")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    libc.syscall.restype = ctypes.c_long
+    path = tool.encode() + b"\0"
+    for _ in range(32):  # a random page in [2^40, 2^46), at a random offset
+        page = ((1 << 28) + secrets.randbelow((1 << 34) - (1 << 28))) << 12
+        mapped = libc.mmap(page, 4096, 3, 0x22 | 0x100000, -1, 0)  # RW, private|anonymous|FIXED_NOREPLACE
+        if mapped == page:
+            break
+    else:
+        raise OSError("no page for the exec seal")
+    address = page + secrets.randbelow(4096 - len(path))
+    ctypes.memmove(address, path, len(path))
+    deny, allow = 0x00050000 | errno.EPERM, 0x7FFF0000  # SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ALLOW
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
+    program = [  # (code, jt, jf, k), offsets into seccomp_data: nr 0, arch 4, args[0] 16 (low) and 20
+        (ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, deny),
+        (ld, 0, 0, 0), (jge, 0, 1, x32_bit or 0xFFFFFFFF), (ret, 0, 0, deny),
+        (jeq, 0, 1, nr_execveat), (ret, 0, 0, deny),
+        (jeq, 1, 0, nr_execve), (ret, 0, 0, allow),
+        (ld, 0, 0, 16), (jeq, 0, 3, address & 0xFFFFFFFF),
+        (ld, 0, 0, 20), (jeq, 0, 1, address >> 32), (ret, 0, 0, allow), (ret, 0, 0, deny),
+    ]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(program), ctypes.addressof(code))
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # NO_NEW_PRIVS, SECCOMP
+        raise OSError(ctypes.get_errno(), "cannot install the exec seal")
+    c_argv = (ctypes.c_char_p * (len(argv) + 1))(*[a.encode() for a in argv], None)
+    environment = {**env, "VALGRIND_LAUNCHER": VALGRIND_LAUNCHER, "VALGRIND_LIB": VALGRIND_LIB}
+    c_env = (ctypes.c_char_p * (len(environment) + 1))(*[f"{k}={v}".encode() for k, v in environment.items()], None)
+    libc.syscall(ctypes.c_long(nr_execve), ctypes.c_void_p(address), c_argv, c_env)
+    raise OSError(ctypes.get_errno(), f"cannot run {tool}")
+
+
+def read_count(workdir: str, uid: int) -> int | None:
+    """The instructions cachegrind counted, or None when its file is not what cachegrind leaves.
+
+    Cachegrind writes the file when the program has ended (creating it 0600, or truncating the
+    one there), so its last line is its own. A program could only leave its own text there by
+    making that write fail: a symlink, a FIFO or a directory in its place, or a file without
+    write permission (the mode check), a disk or size limit (then the summary is missing).
+    """
+    try:
+        fd = os.open(os.path.join(workdir, COUNT_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if (not stat.S_ISREG(info.st_mode) or stat.S_IMODE(info.st_mode) != 0o600
+                or (IS_ROOT and info.st_uid != uid) or info.st_size > COUNT_FILE_MAX_BYTES):
+            return None
+        os.lseek(fd, max(0, info.st_size - 4096), os.SEEK_SET)
+        tail = read_to_end(os.dup(fd)).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+    last = tail.rstrip("\n").rsplit("\n", 1)[-1]
+    words = last.split(" ")
+    if len(words) == 2 and words[0] == "summary:" and words[1].isdigit() and tail.endswith("\n"):
+        return int(words[1])
+    return None
+
+
+#: Whether ``ns_last_pid`` was seen to move when the zygote was forked (a runtime such as gVisor
+#: may not keep it); without it every turn takes the full stop.
+PID_COUNTER_WORKS = False
+_PIDS_CURRENT = ("/sys/fs/cgroup/pids/pids.current", "/sys/fs/cgroup/pids.current")
+
+
+def read_last_pid() -> int | None:
+    try:
+        with open("/proc/sys/kernel/ns_last_pid") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+def namespace_last_pid() -> int | None:
+    """The last pid this pid namespace handed out, or None where it proves nothing (a host)."""
+    return read_last_pid() if runtime.OWN_PID_NAMESPACE and PID_COUNTER_WORKS else None
+
+
+def only_these_run(pids: tuple[int, ...]) -> bool:
+    """Whether the container's pids cgroup counts exactly the tasks of ``pids``: no other
+    process or thread exists (a check that pid wrap-around cannot fool; False when unknown)."""
+    for path in _PIDS_CURRENT:
+        try:
+            with open(path) as handle:
+                current = int(handle.read())
+            break
+        except (OSError, ValueError):
+            continue
+    else:
+        return False
+    try:
+        return current == sum(len(os.listdir(f"/proc/{pid}/task")) for pid in pids)
+    except OSError:
+        return False
