@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import struct
 from decimal import Decimal
 from typing import Any
 
+# The float tag is the sandbox's value codec's (a session's floats cross it in the same form): one definition
+from gym_sysmath.sandbox.image.supervisor.values import FLOAT_BITS, FLOAT_TAG, encode_float, float_from_tag
+
 __all__ = ["answer_matches", "dumps_exact", "exact_equal", "float_bits", "float_from_bits",
            "is_json_primitive_list", "json_kind", "loads_exact"]
-
-FLOAT_TAG = "f64"
-FLOAT_BITS = re.compile(r"0x[0-9a-f]{16}")
 
 
 def float_bits(value: float) -> int:
@@ -148,7 +147,7 @@ def is_json_primitive_list(value: object) -> bool:
 def _tag_floats(value: Any) -> Any:
     kind = json_kind(value)
     if kind == "float":
-        return {FLOAT_TAG: f"0x{float_bits(value):016x}"}
+        return encode_float(value)
     if kind == "list":
         return [_tag_floats(v) for v in value]
     if kind == "object":
@@ -168,7 +167,7 @@ def _untag_float(obj: dict[str, Any]) -> Any:
     bits = obj[FLOAT_TAG]
     if not isinstance(bits, str) or not FLOAT_BITS.fullmatch(bits):
         raise ValueError(f"malformed float tag {obj!r}: want 0x and 16 lowercase hex digits")
-    return float_from_bits(int(bits, 16))
+    return float_from_tag(bits)
 
 
 def dumps_exact(obj: object, *, indent: int | None = None, sort_keys: bool = False) -> str:

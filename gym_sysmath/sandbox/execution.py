@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym_sysmath.exact import FLOAT_BITS, FLOAT_TAG, float_from_bits
+# Limits (and their defaults) and the session value codec are the supervisor's own: one definition
+from gym_sysmath.sandbox.image.supervisor.limits import Limits
+from gym_sysmath.sandbox.image.supervisor.values import decode_value
 from gym_sysmath.sandbox.image.toolchains import LANGUAGES, TOOLCHAINS
 
 #: How a job can end. ``ok`` means it exited 0; every other status is the job's own failure.
@@ -29,23 +30,6 @@ class SandboxError(RuntimeError):
 
 class SandboxUnavailableError(RuntimeError):
     """The requested backend cannot be used at all here; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-job resource limits, enforced inside the sandbox with rlimits and a wall clock."""
-
-    wall_s: float = 10.0
-    cpu_s: float = 10.0
-    memory_bytes: int = 2 * 1024**3
-    processes: int = 64
-    file_bytes: int = 64 * 1024**2
-    open_files: int = 256
-    stdout_bytes: int = 1024**2
-    stderr_bytes: int = 256 * 1024
-
-    def to_wire(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 COMPILE_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_bytes=2 * 1024**3,  # under the container's 3 GiB
@@ -130,7 +114,7 @@ class ExecutionResult:
     value: Any = None
     session_ended: bool = False
     #: Counted jobs that exited 0: the instructions the program executed, or None if the
-    #: counter left no well-formed count (see the supervisor's ``read_count``).
+    #: counter left no well-formed count (see ``read_count`` in ``image/supervisor/counting.py``).
     instructions: int | None = None
 
     @property
@@ -171,27 +155,4 @@ def _count(wire: Any) -> int | None:
         return None
     if type(wire) is not int or wire < 0:
         raise ValueError(f"bad instruction count {wire!r}")
-    return wire
-
-
-class Unsupported:
-    """A session value that has no JSON form (a tuple, a dict, a numpy array...)."""
-
-    def __init__(self, type_name: str):
-        self.type_name = type_name
-
-    def __repr__(self) -> str:
-        return f"<unsupported {self.type_name}>"
-
-
-def decode_value(wire: Any) -> Any:
-    """Inverse of the supervisor's session encoding (the task files' float tags): floats come
-    back by bit pattern, anything else tagged comes back as ``Unsupported``."""
-    if isinstance(wire, list):
-        return [decode_value(item) for item in wire]
-    if isinstance(wire, dict):
-        bits = wire.get(FLOAT_TAG)
-        if set(wire) == {FLOAT_TAG} and isinstance(bits, str) and FLOAT_BITS.fullmatch(bits):
-            return float_from_bits(int(bits, 16))
-        return Unsupported(str(wire.get("unsupported", "malformed value"))[:100])
     return wire
