@@ -12,6 +12,7 @@ import resource
 import signal
 import sys
 import traceback
+from typing import NoReturn
 
 from .processes import drop_privileges, reap_children
 from .protocol import read_frame, write_frame
@@ -86,6 +87,16 @@ def write_files(files: dict) -> None:
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
             handle.write(content)
+
+
+def report_setup_failure(report: int, exc: BaseException) -> NoReturn:
+    """Before the job's own code ran, a failure is the sandbox's: say so on the report pipe
+    (the parent raises ``SetupError`` with it) and exit."""
+    try:
+        os.write(report, f"{type(exc).__name__}: {exc}".encode()[:500])
+    except OSError:
+        pass
+    os._exit(127)
 
 
 def _job_path() -> list[str]:

@@ -10,7 +10,7 @@ import signal
 import time
 
 from . import zygote
-from .child import enter_sandbox, write_files
+from .child import enter_sandbox, report_setup_failure, write_files
 from .counting import counted_argv, exec_sealed, namespace_last_pid
 from .processes import kill_group, read_to_end
 from .runtime import IS_ROOT, SetupError
@@ -77,11 +77,7 @@ class StageRunner:
                 if files:
                     write_files(files)
             except BaseException as exc:  # before the job's code ran: the sandbox's failure
-                try:
-                    os.write(report, f"{type(exc).__name__}: {exc}".encode()[:500])
-                except OSError:
-                    pass
-                os._exit(127)
+                report_setup_failure(report, exc)
             try:
                 if self.counted:
                     exec_sealed(counted_argv(argv, self.workdir), dict(os.environ))

@@ -7,7 +7,7 @@ import json
 import os
 import socket
 
-from .child import enter_sandbox, run_python_in_child, session_worker, write_files
+from .child import enter_sandbox, report_setup_failure, run_python_in_child, session_worker, write_files
 from .processes import reap_children
 from .runtime import SetupError
 
@@ -134,11 +134,7 @@ def _zygote_job_child(header: dict, fds: list[int]) -> None:
             write_files(spec["files"])
         os.close(report)
     except BaseException as exc:  # before the job's code ran: the sandbox's failure
-        try:
-            os.write(report, f"{type(exc).__name__}: {exc}".encode()[:500])
-        except OSError:
-            pass
-        os._exit(127)
+        report_setup_failure(report, exc)
     os._exit(run_python_in_child(spec["python"], "main.py", []))
 
 
