@@ -24,6 +24,18 @@ COUNT_FILE_MAX_BYTES = 64 * 1024 * 1024
 COUNTED_PYTHON = ["python3", "-s", "-P", "main.py"]  # a fresh interpreter: the zygote cannot be counted
 #: Per machine, for ``exec_sealed``: AUDIT_ARCH, the x32 syscall bit (or 0), execve, execveat.
 _SEAL_SYSCALLS = {"x86_64": (0xC000003E, 0x40000000, 59, 322), "aarch64": (0xC00000B7, 0, 221, 281)}
+#: Per machine: clone, clone3, the other process-making calls (fork, vfork), and each call that
+#: sends a signal with the offset of its signal argument in seccomp_data (args[i] at 16 + 8i):
+#: kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_send_signal.
+_PROCESS_SYSCALLS = {
+    "x86_64": (56, 435, (57, 58), ((62, 24), (200, 24), (234, 32), (129, 24), (297, 32), (424, 24))),
+    "aarch64": (220, 435, (), ((129, 24), (130, 24), (131, 32), (138, 24), (240, 32), (424, 24))),
+}
+CLONE_THREAD = 0x00010000
+#: A counted Python job's dir: always the same path, because CPython's string hashing sees it
+#: (the path is a key in its import caches), and a random name moved the count by a few hundred.
+#: Jobs of one supervisor run one at a time and each job's dir is removed before the next.
+COUNTED_JOB_DIR = "job-counted"
 _VALGRIND_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
@@ -36,20 +48,27 @@ def counted_argv(program: list[str], workdir: str) -> list[str]:
 
 
 def exec_sealed(argv: list[str], env: dict) -> None:
-    """Exec valgrind's tool for ``argv`` so that neither it nor its program can ever exec again.
+    """Exec valgrind's tool for ``argv`` so that neither it nor its program can ever exec again,
+    make another process, or send SIGKILL.
 
     A counted program that could exec would run the rest of its work uncounted (a native
     program after valgrind) and could then write a count of its choosing. A seccomp filter
     installed here refuses ``execveat`` and lets ``execve`` through only for a filename pointer
     drawn at random in this process, which the next program cannot learn; valgrind's launcher,
     which would exec once more, is skipped (the tool runs with the variables it would set).
-    Forks are not refused here but seen afterwards (refusing them, by this filter or by
-    RLIMIT_NPROC 1, had Python runs under valgrind SIGKILLed at random points).
+    The same filter refuses ``fork``, ``vfork`` and a ``clone`` without ``CLONE_THREAD`` (EPERM)
+    and ``clone3``, whose flags it cannot read (ENOSYS, so libc falls back to ``clone``): work in
+    a child would be outside the count, and the pid counter (``StageRunner``) that sees a child
+    afterwards can be wrapped on a host with a small ``pid_max``. Threads get through and void
+    the count there. SIGKILL cannot be sent at all: a counted run that killed itself would be
+    taken for one killed by someone else (envs/compgeom.py retries those, then calls the harness
+    broken).
     """
     machine = platform.machine()
     if machine not in _SEAL_SYSCALLS:
         raise OSError(f"instruction counts are not supported on {machine}")
     audit_arch, x32_bit, nr_execve, nr_execveat = _SEAL_SYSCALLS[machine]
+    nr_clone, nr_clone3, forks, signal_senders = _PROCESS_SYSCALLS[machine]
     tool = os.path.join(VALGRIND_LIB, f"cachegrind-{_VALGRIND_ARCH[machine]}-linux")
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
@@ -66,11 +85,20 @@ def exec_sealed(argv: list[str], env: dict) -> None:
     address = page + secrets.randbelow(4096 - len(path))
     ctypes.memmove(address, path, len(path))
     deny, allow = 0x00050000 | errno.EPERM, 0x7FFF0000  # SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ALLOW
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
+    no_such_call = 0x00050000 | errno.ENOSYS
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, JMP|JSET|K, RET|K
+    processes = [(jeq, 0, 1, nr_clone3), (ret, 0, 0, no_such_call)]
+    for nr in forks:
+        processes += [(jeq, 0, 1, nr), (ret, 0, 0, deny)]
+    processes += [(jeq, 0, 4, nr_clone), (ld, 0, 0, 16), (jset, 1, 0, CLONE_THREAD), (ret, 0, 0, deny),
+                  (ret, 0, 0, allow)]
+    for nr, offset in signal_senders:  # the signal argument's low word: SIGKILL is refused
+        processes += [(jeq, 0, 4, nr), (ld, 0, 0, offset), (jeq, 0, 1, 9), (ret, 0, 0, deny), (ret, 0, 0, allow)]
     program = [  # (code, jt, jf, k), offsets into seccomp_data: nr 0, arch 4, args[0] 16 (low) and 20
         (ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, deny),
         (ld, 0, 0, 0), (jge, 0, 1, x32_bit or 0xFFFFFFFF), (ret, 0, 0, deny),
         (jeq, 0, 1, nr_execveat), (ret, 0, 0, deny),
+        *processes,
         (jeq, 1, 0, nr_execve), (ret, 0, 0, allow),
         (ld, 0, 0, 16), (jeq, 0, 3, address & 0xFFFFFFFF),
         (ld, 0, 0, 20), (jeq, 0, 1, address >> 32), (ret, 0, 0, allow), (ret, 0, 0, deny),

@@ -14,7 +14,7 @@ import traceback
 from ..toolchains import COMPILERS
 from . import counting, purge, runtime, zygote
 from .builds import BuildCache
-from .counting import COUNTED_PYTHON, read_count
+from .counting import COUNTED_JOB_DIR, COUNTED_PYTHON, read_count
 from .limits import with_defaults
 from .protocol import PROTOCOL_VERSION, FrameError, read_frame, write_frame
 from .purge import SHM_DIR, empty_dir, kill_job_processes, purge_uid, request_retirement, residue, scratch_nearly_full
@@ -72,12 +72,12 @@ class Supervisor:
 
     def run_job(self, job: dict) -> dict:
         uid = self.uid_base
-        workdir = os.path.join(self.scratch, self._fresh_name("job"))
+        counted = bool(job.get("count_instructions"))
+        workdir = os.path.join(self.scratch, COUNTED_JOB_DIR if counted else self._fresh_name("job"))
         language = job["language"]
         files = dict(job.get("files") or {})
         stdin = (job.get("stdin") or "").encode("utf-8")
         limits = with_defaults(job.get("limits"))
-        counted = bool(job.get("count_instructions"))
         try:
             if language == "python" and counted:
                 result = StageRunner(uid, workdir, limits, counted=True).run(argv=COUNTED_PYTHON, files=files,
