@@ -77,6 +77,14 @@ def test_same_submission_gets_the_same_score_twice_and_a_slower_one_less(env, la
     assert own["performance_score"] == 1.0
 
 
+@pytest.mark.docker
+def test_a_python_candidates_comments_cost_it_nothing(env):
+    # Its modules are compiled to bytecode before the counted run, as a C++ build is not counted.
+    commented = reference("python") + "".join(f"\n# a long comment on the geometry, line {i}" for i in range(400))
+    _, info = submit(env, "python", commented)
+    assert (info["verdict"], info["performance_score"]) == ("correct", 1.0), info
+
+
 def test_a_statement_without_a_weight_says_nothing_of_speed_and_one_with_it_states_the_term():
     plain = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], measure_performance=True)
     weighted = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], performance_weight=0.25)

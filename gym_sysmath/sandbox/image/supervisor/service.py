@@ -14,7 +14,7 @@ import traceback
 from ..toolchains import COMPILERS
 from . import counting, purge, runtime, zygote
 from .builds import BuildCache
-from .counting import COUNTED_JOB_DIR, COUNTED_PYTHON, read_count
+from .counting import COUNTED_JOB_DIR, COUNTED_PYTHON, PRECOMPILE_PYTHON, read_count
 from .limits import with_defaults
 from .protocol import PROTOCOL_VERSION, FrameError, read_frame, write_frame
 from .purge import SHM_DIR, empty_dir, kill_job_processes, purge_uid, request_retirement, residue, scratch_nearly_full
@@ -80,8 +80,7 @@ class Supervisor:
         limits = with_defaults(job.get("limits"))
         try:
             if language == "python" and counted:
-                result = StageRunner(uid, workdir, limits, counted=True).run(argv=COUNTED_PYTHON, files=files,
-                                                                             stdin=stdin)
+                result = self._count_python(uid, workdir, limits, files, stdin)
             elif language == "python":
                 source = files.pop("main.py")
                 runner = StageRunner(uid, workdir, limits)
@@ -97,6 +96,17 @@ class Supervisor:
         finally:
             if not purge_uid(uid, workdir):
                 request_retirement()
+
+    def _count_python(self, uid: int, workdir: str, limits: dict, files: dict, stdin: bytes) -> dict:
+        """Compile the job's modules to bytecode, uncounted, then count the program: as a C++
+        build is not in its count, a module's size (comments, unused code) is not in this one."""
+        modules = sorted(name for name in files if name.endswith(".py") and name != COUNTED_PYTHON[-1])
+        if modules:
+            compiled = StageRunner(uid, workdir, limits).run(argv=[*PRECOMPILE_PYTHON, *modules], files=files)
+            if compiled["status"] != "ok":
+                return compiled
+            files = {}
+        return StageRunner(uid, workdir, limits, counted=True).run(argv=COUNTED_PYTHON, files=files, stdin=stdin)
 
     def _compile_and_run(self, job: dict, language: str, files: dict, stdin: bytes, limits: dict,
                          uid: int, workdir: str, counted: bool = False) -> dict:
