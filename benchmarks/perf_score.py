@@ -6,7 +6,7 @@ answer 10 more times), so its score is below the cap and any spread would show. 
 fresh episode (``max_turns=1``: built, run on the hidden cases, graded, then one counted run;
 the reference's and the starter's counts are taken once per task, in the first step).
 
-    python benchmarks/perf_score.py [--runs 10]
+    python benchmarks/perf_score.py [--runs 10] [--languages cpp rust python]
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def _steps(env, language: str, source: str, runs: int) -> tuple[list[float], lis
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--languages", nargs="+", choices=compgeom.LANGUAGES, default=list(compgeom.LANGUAGES))
     args = parser.parse_args()
     rows = {}
-    for language in compgeom.LANGUAGES:
+    for language in args.languages:
         task = compgeom.load_tasks([PRIMITIVE], [language])[0]
         source = slower(language, compgeom.reference_solution(task), extra_calls=10)
         scored = gym.make("CompGeom-v0", primitives=[PRIMITIVE], max_turns=1, measure_performance=True)
