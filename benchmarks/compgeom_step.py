@@ -25,7 +25,7 @@ import time
 import gymnasium as gym
 
 import gym_sysmath  # noqa: F401  (registers the ids)
-from gym_sysmath.sandbox import image
+from gym_sysmath.sandbox import daemon
 from gym_sysmath.sandbox.image.toolchains import TOOLCHAINS
 from gym_sysmath.tasks import compgeom
 
@@ -49,11 +49,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--primitive", default=PRIMITIVE, choices=compgeom.PRIMITIVES)
     args = parser.parse_args()
-    client = image.docker_client()
+    client = daemon.docker_client()
     # the same one-CPU quota as a pool container, so both sides compile on the same budget
-    warm = client.containers.run(image.image_tag(), entrypoint=["sleep", "infinity"], detach=True, nano_cpus=10**9,
+    warm = client.containers.run(daemon.image_tag(), entrypoint=["sleep", "infinity"], detach=True, nano_cpus=10**9,
                                  network_mode="none", labels={"gym_sysmath.sandbox": "1",
-                                                              "gym_sysmath.owner": image.owner_label()})
+                                                              "gym_sysmath.owner": daemon.owner_label()})
     rows = []
     try:
         for language in compgeom.LANGUAGES:

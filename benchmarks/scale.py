@@ -32,7 +32,7 @@ import time
 import gymnasium as gym
 
 import gym_sysmath  # noqa: F401  (registers the ids)
-from gym_sysmath.sandbox import image
+from gym_sysmath.sandbox import daemon
 from gym_sysmath.sandbox.pool import acquire_shared, release_shared
 
 ENV_ID = "CsappExact-v0"
@@ -185,7 +185,7 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=["cold", "warm"], choices=["cold", "warm"])
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    client = image.docker_client()
+    client = daemon.docker_client()
     results = []
     for n in args.sizes:
         for mode in args.modes:
@@ -193,7 +193,7 @@ def main() -> None:
             print(json.dumps(result), flush=True)
             results.append(result)
             time.sleep(2)  # let the removals of this measurement's containers settle
-    left = image.containers_of_this_process(client)
+    left = daemon.containers_of_this_process(client)
     print(f"\n{'n':>4} {'reserve':>7} {'first step':>11} {'starts/s':>9} {'turns/s':>8} {'MiB/rollout':>24}"
           f" {'errors':>6}  load at first step")
     for r in results:

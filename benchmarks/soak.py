@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root, for tests/
 
 import gym_sysmath  # noqa: F401  (registers the ids)
-from gym_sysmath.sandbox import Job, Limits, image
+from gym_sysmath.sandbox import Job, Limits, daemon
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.fixtures import bad_sources
 from tests.hostile.payloads import (
@@ -407,7 +407,7 @@ def main() -> None:
     args = parser.parse_args()
 
     rss = {"start": rss_mib()}
-    client = image.docker_client()
+    client = daemon.docker_client()
     envs = [gym.make(env_id, pool_size=args.pool_size, limits=LIMITS, **kwargs)
             for env_id, kwargs in (ENV_MIX[i % len(ENV_MIX)] for i in range(args.envs))]
     pool = envs[0].unwrapped.sandbox
@@ -444,7 +444,7 @@ def main() -> None:
     for env in envs:
         env.close()
     time.sleep(1)
-    leaked = [c.short_id for c in image.containers_of_this_process(client)]
+    leaked = [c.short_id for c in daemon.containers_of_this_process(client)]
     report = {
         "envs": args.envs, "pool_size": args.pool_size, "seconds": round(elapsed, 1),
         "steps": tally.steps, "episodes": tally.episodes, "steps_per_second": round(tally.steps / elapsed, 2),

@@ -20,7 +20,7 @@ import time
 import gymnasium as gym
 
 import gym_sysmath  # noqa: F401  (registers the ids)
-from gym_sysmath.sandbox import Job, image
+from gym_sysmath.sandbox import Job, daemon
 
 CODE = "print(1)"
 ACTION = f"```python\n{CODE}\n```"
@@ -72,10 +72,10 @@ def main() -> None:
         answer_samples.append(time.perf_counter() - started)
     answer_env.close()
 
-    client = image.docker_client()
-    tag = image.image_tag()
+    client = daemon.docker_client()
+    tag = daemon.image_tag()
     warm = client.containers.run(tag, entrypoint=["sleep", "infinity"], detach=True, network_mode="none",
-                                 labels={"gym_sysmath.sandbox": "1", "gym_sysmath.owner": image.owner_label()})
+                                 labels={"gym_sysmath.sandbox": "1", "gym_sysmath.owner": daemon.owner_label()})
     try:
         exec_samples = timed(lambda: warm.exec_run(["python3", "-c", CODE]), max(20, args.steps // 10))
     finally:

@@ -12,20 +12,20 @@ from gym_sysmath.terminal import escape_controls
 
 
 def _sandbox(args: argparse.Namespace) -> int:
-    from gym_sysmath.sandbox import image
+    from gym_sysmath.sandbox import daemon
 
-    client = image.docker_client()
+    client = daemon.docker_client()
     if args.action == "build":
-        image.build_image(client, bootstrap=args.bootstrap, force=args.force, mirror=args.mirror)
+        daemon.build_image(client, bootstrap=args.bootstrap, force=args.force, mirror=args.mirror)
     elif args.action == "status":
         print(f"daemon: reachable ({client.version().get('Version', '?')})")
-        print(f"image:  {image.image_status(client).describe()}")
-        containers = image.our_containers(client)
+        print(f"image:  {daemon.image_status(client).describe()}")
+        containers = daemon.our_containers(client)
         print(f"containers: {len(containers)}")
         for container in containers:
-            print(f"  {container.short_id} {container.status} owner={container.labels.get(image.LABEL_OWNER)}")
+            print(f"  {container.short_id} {container.status} owner={container.labels.get(daemon.LABEL_OWNER)}")
     elif args.action == "prune":
-        removed = image.prune(client, everything=args.all)
+        removed = daemon.prune(client, everything=args.all)
         print(f"removed {removed} container(s)")
     return 0
 

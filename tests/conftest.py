@@ -16,10 +16,10 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 def docker_or_skip() -> None:
-    from gym_sysmath.sandbox import image
+    from gym_sysmath.sandbox import daemon
 
     try:
-        image.require_current_image(image.docker_client(timeout=10))
+        daemon.require_current_image(daemon.docker_client(timeout=10))
     except SandboxUnavailableError as exc:
         if IN_CI:
             pytest.fail(f"CI=true but the Docker sandbox is unusable: {exc}")
@@ -42,15 +42,15 @@ def sandbox(docker_available) -> Sandbox:
 def killing_our_containers(delay_s: float = 0.0):
     """Keep killing this process's sandbox containers (a real harness failure, retries
     included) until the block exits."""
-    from gym_sysmath.sandbox import image
+    from gym_sysmath.sandbox import daemon
 
-    client = image.docker_client()
+    client = daemon.docker_client()
     stop = threading.Event()
 
     def kill_loop() -> None:
         time.sleep(delay_s)
         while not stop.is_set():
-            for container in image.containers_of_this_process(client):
+            for container in daemon.containers_of_this_process(client):
                 with contextlib.suppress(Exception):
                     container.kill()
             time.sleep(0.02)
@@ -67,14 +67,14 @@ def killing_our_containers(delay_s: float = 0.0):
 def wait_until_none_running(timeout_s: float = 60.0, settle_checks: int = 3) -> None:
     """Inside ``killing_our_containers``: wait until none of this process's containers runs,
     the clean reserve included, on a few checks in a row (a start in flight may land late)."""
-    from gym_sysmath.sandbox import image
+    from gym_sysmath.sandbox import daemon
 
-    client = image.docker_client()
+    client = daemon.docker_client()
     deadline = time.monotonic() + timeout_s
     quiet = 0
     while quiet < settle_checks:
         assert time.monotonic() < deadline, "this process's containers outlived a minute of docker kill"
-        running = any(c.status == "running" for c in image.containers_of_this_process(client))
+        running = any(c.status == "running" for c in daemon.containers_of_this_process(client))
         quiet = 0 if running else quiet + 1
         time.sleep(0.1)
 

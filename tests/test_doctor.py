@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from gym_sysmath.cli import main
-from gym_sysmath.sandbox import Sandbox, doctor, image
+from gym_sysmath.sandbox import Sandbox, daemon, doctor
 
 
 @pytest.mark.docker
@@ -34,7 +34,7 @@ def test_doctor_without_a_daemon_says_how_to_start_one_and_exits_1(monkeypatch, 
 
 @pytest.mark.docker
 def test_doctor_with_the_image_missing_says_to_build_it(docker_available, monkeypatch, capsys):
-    monkeypatch.setattr(image, "image_tag", lambda: "gym-sysmath-sandbox:withdrawn-by-test")  # this process only
+    monkeypatch.setattr(daemon, "image_tag", lambda: "gym-sysmath-sandbox:withdrawn-by-test")  # this process only
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "[FAIL] image: gym-sysmath-sandbox:withdrawn-by-test: missing" in out

@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import gym_sysmath
-from gym_sysmath.sandbox import image
+from gym_sysmath.sandbox import daemon
 from gym_sysmath.verdicts import Verdict
 
 pytestmark = pytest.mark.docker
@@ -127,14 +127,14 @@ def test_answer_only_episode_leases_no_container(docker_available):
 
 
 def test_close_leaves_no_container(docker_available):
-    client = image.docker_client()
+    client = daemon.docker_client()
     env = gym.make("CsappExact-v0")
     env.reset(seed=0)
     env.step(CODE)
-    mine = image.containers_of_this_process(client)
+    mine = daemon.containers_of_this_process(client)
     assert mine, "a code step should have started a container"
     env.close()
-    left = image.containers_of_this_process(client)
+    left = daemon.containers_of_this_process(client)
     assert left == []
 
 
@@ -182,19 +182,19 @@ def test_async_vector_env_beside_a_live_env_leaves_it_working(docker_available):
     try:
         parent.reset(seed=0)
         assert parent.step(CODE)[0].startswith("hello")
-        client = image.docker_client()
-        mine = {c.id for c in image.containers_of_this_process(client)}
+        client = daemon.docker_client()
+        mine = {c.id for c in daemon.containers_of_this_process(client)}
         envs = gym.make_vec("CsappExact-v0", num_envs=2, vectorization_mode="async")
         try:
             envs.reset(seed=0)
             observations, *_ = envs.step([CODE] * 2)
             assert all(obs.startswith("hello") for obs in observations)
             child_pids = {str(process.pid) for process in envs.processes}
-            owners = {c.labels[image.LABEL_OWNER].split(":")[1] for c in image.our_containers(client)}
+            owners = {c.labels[daemon.LABEL_OWNER].split(":")[1] for c in daemon.our_containers(client)}
             assert child_pids <= owners, "each worker process must run its own pool, not the parent's sockets"
         finally:
             envs.close()
-        still = {c.id for c in image.containers_of_this_process(client)}
+        still = {c.id for c in daemon.containers_of_this_process(client)}
         assert mine and mine <= still, "forked children must not remove the parent's containers"
         assert parent.step(CODE)[0].startswith("hello")
     finally:

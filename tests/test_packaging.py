@@ -39,3 +39,24 @@ def test_every_env_docstring_has_a_parameter_table_and_a_version_history():
         assert "## Version History" in doc, env_class.__name__
         for name in list(inspect.signature(env_class.__init__).parameters)[1:]:
             assert f"| `{name}` |" in doc, f"{env_class.__name__}: no row for {name}"
+
+
+def test_an_installed_copy_ships_every_file_the_image_is_built_from():
+    # a wheel holds a package's modules and the package_data that setup.cfg names, nothing else
+    import fnmatch
+    import posixpath
+
+    from gym_sysmath.sandbox import daemon
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    packages = config["options"]["packages"].split()
+    data = {package: [glob.strip() for glob in globs.split(",")]
+            for package, globs in config["options.package_data"].items()}
+    for name in daemon._context_files():
+        folder, file = posixpath.split(name)
+        package = ".".join(["gym_sysmath.sandbox.image", *filter(None, folder.split("/"))])
+        assert package in packages, f"{name}: setup.cfg does not list the package {package}"
+        if not file.endswith(".py"):
+            assert any(fnmatch.fnmatch(file, glob) for glob in data.get(package, [])), \
+                f"{name}: no package_data glob of {package} ships it"

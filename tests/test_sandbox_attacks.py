@@ -537,11 +537,11 @@ def test_thread_started_in_an_earlier_turn_does_not_run_between_turns(sandbox):
 def test_all_sandbox_containers_are_capped_together_below_the_hosts_memory(sandbox):
     # each container may hold 3 GiB; hundreds of them together must not be able to take the host
     # (or the trainer beside them): a parent cgroup caps them all, where one can be made here
-    from gym_sysmath.sandbox import image
+    from gym_sysmath.sandbox import daemon
 
     with sandbox.lease() as rollout:
         rollout.run(python("print(1)"))
-        container = image.docker_client().containers.get(rollout.worker.container_name)
+        container = daemon.docker_client().containers.get(rollout.worker.container_name)
     parent = container.attrs["HostConfig"].get("CgroupParent")
     if parent is None or parent == "":
         pytest.skip("no parent cgroup can be made here (not root, a remote daemon, or the systemd driver)")

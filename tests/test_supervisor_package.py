@@ -16,15 +16,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import gym_sysmath.sandbox.image
 from gym_sysmath import exact
-from gym_sysmath.sandbox import channel, execution, image, workers
+from gym_sysmath.sandbox import channel, daemon, execution, workers
 from gym_sysmath.sandbox.channel import FdSource, FrameReader
 from gym_sysmath.sandbox.execution import SandboxError
 from gym_sysmath.sandbox.image.supervisor import limits, protocol, values
 
-IMAGE_DIR = Path(image.__path__[0])
+IMAGE_DIR = Path(gym_sysmath.sandbox.image.__file__).parent
 PACKAGE_DIR = IMAGE_DIR / "supervisor"
-IMAGE_SOURCES = sorted([*PACKAGE_DIR.glob("*.py"), IMAGE_DIR / "run_supervisor.py", IMAGE_DIR / "toolchains.py"])
+IMAGE_SOURCES = sorted([*PACKAGE_DIR.glob("*.py"), *IMAGE_DIR.glob("*.py")])
 
 
 def test_the_host_has_no_frame_or_value_codec_of_its_own():
@@ -116,26 +117,28 @@ def test_the_supervisor_imports_the_standard_library_alone():
 def test_the_image_copies_the_package_whole_and_runs_it_with_s_and_p():
     dockerfile = (IMAGE_DIR / "Dockerfile").read_text()
     assert "COPY supervisor/ /opt/gym-sysmath/image/supervisor/\n" in dockerfile
-    assert "COPY run_supervisor.py toolchains.py /opt/gym-sysmath/image/\n" in dockerfile
+    copied = [line.split()[1:-1] for line in dockerfile.splitlines()
+              if line.startswith("COPY ") and line.endswith(" /opt/gym-sysmath/image/")]
+    assert copied == [sorted(path.name for path in IMAGE_DIR.glob("*.py"))]  # __init__.py among them
     assert dockerfile.rstrip().endswith(
         'ENTRYPOINT ["/usr/bin/tini", "--", "python3", "-s", "-P", "/opt/gym-sysmath/image/run_supervisor.py"]')
-    context = image._context_files()
+    context = daemon._context_files()
     assert {f"supervisor/{path.name}" for path in PACKAGE_DIR.glob("*.py")} <= set(context)
-    assert {"run_supervisor.py", "toolchains.py", "Dockerfile"} <= set(context)
+    assert {"__init__.py", "run_supervisor.py", "toolchains.py", "Dockerfile"} <= set(context)
     assert workers.supervisor_path() == str(IMAGE_DIR / "run_supervisor.py")
 
 
 def test_the_content_hash_covers_the_package_and_ignores_caches(tmp_path, monkeypatch):
     copy = tmp_path / "sandbox"
     shutil.copytree(IMAGE_DIR, copy / "image", ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(image.resources, "files", lambda package: copy)
-    before = image.content_hash()
+    monkeypatch.setattr(daemon.resources, "files", lambda package: copy / "image")
+    before = daemon.content_hash()
     (copy / "image" / "supervisor" / "__pycache__").mkdir()
     (copy / "image" / "supervisor" / "__pycache__" / "service.cpython-311.pyc").write_bytes(b"\0")
     (copy / "image" / "supervisor" / ".service.py.swp").write_bytes(b"\0")
-    assert image.content_hash() == before
+    assert daemon.content_hash() == before
     (copy / "image" / "supervisor" / "service.py").write_text("# changed\n")
-    assert image.content_hash() != before
+    assert daemon.content_hash() != before
 
 
 def test_the_supervisor_runs_from_a_copy_of_the_folder_without_gym_sysmath(tmp_path):

@@ -2,12 +2,10 @@
 
 ``Sandbox.lease()`` gives a rollout its own container; ``Lease.run(Job)`` returns an
 ``ExecutionResult`` whose status is the job's own doing; ``SandboxError`` means the harness
-failed. See ``pool.py`` for the leases and the package ``image/supervisor/`` for what happens
-inside each container.
+failed. See ``pool.py`` for the leases, ``daemon.py`` for the image and the Docker daemon, and the
+package ``image`` (the image's own sources) for what happens inside each container.
 """
 
-# first: image.py is the package of image/toolchains.py, which execution.py imports
-from gym_sysmath.sandbox import image  # noqa: F401
 from gym_sysmath.sandbox.execution import (
     COMPILE_LIMITS,
     EXECUTION_STATUSES,

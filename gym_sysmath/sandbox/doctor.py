@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gym_sysmath.sandbox import daemon
 from gym_sysmath.sandbox.execution import Job, Limits, SandboxError, SandboxUnavailableError
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
@@ -40,21 +41,20 @@ class Check:
 
 def check_daemon() -> tuple[Check, Any]:
     """The daemon answers; its version and runtime, and any runtime GYM_SYSMATH_RUNTIME asks for."""
-    from gym_sysmath.sandbox import image
     from gym_sysmath.sandbox.workers import RUNTIME_VARIABLE, ContainerSettings
 
     try:
-        client = image.docker_client()
+        client = daemon.docker_client()
     except SandboxUnavailableError as exc:
         where = f" at DOCKER_HOST={os.environ['DOCKER_HOST']}" if os.environ.get("DOCKER_HOST") else ""
         found = f"not reachable{where}: {str(exc).split('. ')[0]}"
-        return Check("daemon", FAIL, found, image.HOW_TO_START_DOCKER), None
+        return Check("daemon", FAIL, found, daemon.HOW_TO_START_DOCKER), None
     version = client.version().get("Version", "?")
     info = client.info()
     runtime = ContainerSettings().runtime
     detail = f"reachable, Docker {version}, default runtime {info.get('DefaultRuntime', '?')}"
     try:
-        image.require_runtime(client, runtime)
+        daemon.require_runtime(client, runtime)
     except SandboxUnavailableError as exc:
         return Check("daemon", FAIL, f"{detail}; no runtime {runtime!r}", str(exc)), client
     if runtime:
@@ -63,9 +63,7 @@ def check_daemon() -> tuple[Check, Any]:
 
 
 def check_image(client: Any) -> Check:
-    from gym_sysmath.sandbox import image
-
-    status = image.image_status(client)
+    status = daemon.image_status(client)
     if status.current:
         return Check("image", OK, status.describe())
     return Check("image", FAIL, status.describe(),
@@ -106,11 +104,10 @@ def check_container(sandbox: Any) -> list[Check]:
 
 def check_cgroup_cap(client: Any) -> Check:
     """All sandbox containers together under one memory-capped parent cgroup, where the host allows it."""
-    from gym_sysmath.sandbox import image
     from gym_sysmath.sandbox.workers import ContainerSettings
 
     fraction = ContainerSettings().host_memory_fraction
-    parent = image.capped_cgroup_parent(client, fraction)
+    parent = daemon.capped_cgroup_parent(client, fraction)
     if parent is None:
         return Check("cgroup cap", WARN, "no parent cgroup caps the sandbox containers together (each keeps its "
                                          "own memory limit)",
@@ -127,18 +124,18 @@ def run_checks(say: Callable[[Check], None] = lambda check: None) -> list[Check]
         checks.append(check)
         say(check)
 
-    daemon, client = check_daemon()
-    add(daemon)
+    reachable, client = check_daemon()
+    add(reachable)
     if client is None:
         for name in ("image", "container", "seccomp", "cgroup cap"):
             add(Check(name, FAIL, "not checked: the daemon is not reachable", "fix the daemon check first"))
         return checks
-    image = check_image(client)
-    add(image)
+    current = check_image(client)
+    add(current)
     blocker = None
-    if image.status == FAIL:
+    if current.status == FAIL:
         blocker = "no current image"
-    elif daemon.status == FAIL:
+    elif reachable.status == FAIL:
         blocker = "the daemon lacks the runtime"
     if blocker is None:
         from gym_sysmath.sandbox.pool import Sandbox

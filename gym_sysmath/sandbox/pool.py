@@ -200,14 +200,14 @@ class Sandbox:
                 "can read files on this machine (task files included). Use it for notebooks and debugging, "
                 "not for rewards you train on; the Docker backend isolates.", UserWarning, stacklevel=4)
             return ProcessWorker
-        from gym_sysmath.sandbox import image
+        from gym_sysmath.sandbox import daemon
 
-        client = image.docker_client()
-        self.image_tag = image.require_current_image(client)
-        image.require_runtime(client, self.settings.runtime)
-        image.reap_orphans(client)
-        owner = image.owner_label()
-        parent = image.capped_cgroup_parent(client, self.settings.host_memory_fraction)
+        client = daemon.docker_client()
+        self.image_tag = daemon.require_current_image(client)
+        daemon.require_runtime(client, self.settings.runtime)
+        daemon.reap_orphans(client)
+        owner = daemon.owner_label()
+        parent = daemon.capped_cgroup_parent(client, self.settings.host_memory_fraction)
         # read at each start, so a test can point this pool (and no other) at a missing image
         return lambda: DockerWorker(client, self.image_tag or "", self.settings, owner, parent)
 

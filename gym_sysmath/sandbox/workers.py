@@ -34,7 +34,7 @@ FRESH_CONTAINERS_VARIABLE = "GYM_SYSMATH_FRESH_CONTAINERS"
 
 def supervisor_path() -> str:
     """The supervisor's entry point, run with ``python3 -s -P`` (in the image, its ENTRYPOINT)."""
-    return str(resources.files("gym_sysmath.sandbox") / "image" / "run_supervisor.py")
+    return str(resources.files("gym_sysmath.sandbox.image") / "run_supervisor.py")
 
 
 def _fresh_uid_base() -> int:

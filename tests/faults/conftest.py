@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gym_sysmath.sandbox import image
+from gym_sysmath.sandbox import daemon
 
 #: Stopping the daemon stops every container on it, not only ours: opt in (CI does).
 RESTART_VARIABLE = "GYM_SYSMATH_FAULTS_RESTART_DOCKERD"
@@ -64,7 +64,7 @@ class Dockerd:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
-                image.docker_client(timeout=10)
+                daemon.docker_client(timeout=10)
                 return
             except Exception:
                 time.sleep(0.5)

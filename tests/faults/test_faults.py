@@ -15,7 +15,7 @@ import gymnasium as gym
 import pytest
 
 import gym_sysmath  # noqa: F401
-from gym_sysmath.sandbox import SandboxUnavailableError, image
+from gym_sysmath.sandbox import SandboxUnavailableError, daemon
 from tests.conftest import killing_our_containers
 from tests.hostile.payloads import inject, task_id
 
@@ -39,8 +39,8 @@ def assert_recovers(env) -> None:
 
 
 def our_containers() -> set[str]:
-    client = image.docker_client()
-    return {c.id for c in image.containers_of_this_process(client)}
+    client = daemon.docker_client()
+    return {c.id for c in daemon.containers_of_this_process(client)}
 
 
 # --------------------------------------------------------------------------- docker kill
@@ -52,7 +52,7 @@ def test_one_docker_kill_mid_job_is_absorbed_by_the_retry(docker_available):
         pool = env.unwrapped.sandbox
         env.step("```python\nprint('warm')\n```")
         victim = next(iter(our_containers()))
-        threading.Timer(0.5, lambda: image.docker_client().containers.get(victim).kill()).start()
+        threading.Timer(0.5, lambda: daemon.docker_client().containers.get(victim).kill()).start()
         observation, _reward, _terminated, truncated, info = env.step(SLEEPY_TURN)
         assert (info["scoring_error"], info["execution"], truncated) == (None, "ok", False)
         assert "woke" in observation and "rebuilt" in observation  # the session was replayed, and the agent told
@@ -169,7 +169,7 @@ def test_daemon_that_never_answers_fails_the_first_code_run_without_hanging(monk
             first_code_run("CsappExact-v0")
     finally:
         silent.close()
-    assert time.monotonic() - started < image.PING_TIMEOUT_S + 10
+    assert time.monotonic() - started < daemon.PING_TIMEOUT_S + 10
 
 
 # --------------------------------------------------------------------------- the host process
@@ -181,10 +181,11 @@ def test_containers_of_a_sigkilled_host_process_are_reaped_on_next_start(docker_
               "print('ready', flush=True)\n"
               "import time; time.sleep(120)\n")
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    client = image.docker_client()
+    client = daemon.docker_client()
 
     def owned_by_child():
-        return [c for c in image.our_containers(client) if c.labels[image.LABEL_OWNER].split(":")[1] == str(child.pid)]
+        return [c for c in daemon.our_containers(client)
+                if c.labels[daemon.LABEL_OWNER].split(":")[1] == str(child.pid)]
 
     try:
         assert child.stdout.readline().strip() == "ready"

@@ -659,9 +659,9 @@ def test_kernel_keyring_and_other_host_wide_calls(rollouts):
 
 
 def our_containers() -> list:
-    from gym_sysmath.sandbox import image
+    from gym_sysmath.sandbox import daemon
 
-    return image.containers_of_this_process(image.docker_client())
+    return daemon.containers_of_this_process(daemon.docker_client())
 
 
 def test_output_flood_fills_the_hosts_disk_through_container_logs(rollouts):

@@ -2,9 +2,9 @@
 ENTRYPOINT, and the process backend's command (``workers.supervisor_path``).
 
 ``-P`` keeps this folder off ``sys.path``: jobs fork from the supervisor and inherit its path,
-and must not import its modules by name. So the folder is loaded here from its own path, as the
-package ``sandbox_image``: the supervisor's modules and ``toolchains`` then import each other
-as they do on the host, where this folder is ``gym_sysmath.sandbox.image``.
+and must not import its modules by name. So the folder, a package (its ``__init__.py``), is
+loaded here from its own path as ``sandbox_image``: the supervisor's modules and ``toolchains``
+then import each other as they do on the host, where it is ``gym_sysmath.sandbox.image``.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ PACKAGE = "sandbox_image"
 
 
 def load_image_package() -> None:
-    spec = importlib.util.spec_from_loader(PACKAGE, loader=None, is_package=True)
-    assert spec is not None
+    folder = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(PACKAGE, os.path.join(folder, "__init__.py"),
+                                                  submodule_search_locations=[folder])
+    assert spec is not None and spec.loader is not None
     package = importlib.util.module_from_spec(spec)
-    package.__path__ = [os.path.dirname(os.path.abspath(__file__))]
     sys.modules[PACKAGE] = package
+    spec.loader.exec_module(package)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""The sandbox image: content hash, build (optionally from a debootstrap base), status, reaping.
+"""What this host asks of the Docker daemon: a client, the sandbox image (content hash, build,
+status), the cgroup that caps the containers together, and reaping the containers of dead owners.
 
-The image is tagged by package version and a hash of its build context (everything in
-``image/``: the Dockerfile, the supervisor package and what it reads beside it), and labelled
-with that hash, so an image built from other sources is never used in its place: it is rebuilt
-(beside the other, which keeps working for its own checkout).
+The image is tagged by package version and a hash of its build context (every source in the
+package ``gym_sysmath.sandbox.image``: the Dockerfile, the supervisor package and what it reads
+beside it), and labelled with that hash, so an image built from other sources is never used in
+its place: it is rebuilt (beside the other, which keeps working for its own checkout).
 """
 
 from __future__ import annotations
@@ -18,13 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata, resources
 from typing import Any
-
-#: The image's own sources in ``image/`` (standard library only, copied into the image) are
-#: importable on the host too, as ``gym_sysmath.sandbox.image.toolchains``: this module is their
-#: package (a module with a ``__path__`` has submodules; the folder cannot hold an __init__.py, which
-#: would shadow this module). Set before the imports below, which come back for ``toolchains``
-#: (``sandbox/__init__.py`` imports this module first).
-__path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "image")]
 
 from gym_sysmath.sandbox.execution import SandboxUnavailableError
 from gym_sysmath.sandbox.workers import LABEL_OWNER, LABEL_SANDBOX, RUNTIME_VARIABLE
@@ -61,9 +55,9 @@ def _is_source(name: str) -> bool:
 
 
 def _context_files() -> dict[str, bytes]:
-    """The build context: every source under ``image/``, by its path there (``supervisor/service.py``)."""
+    """The build context: every source in the image package, by its path there (``supervisor/service.py``)."""
     files: dict[str, bytes] = {}
-    pending = [("", resources.files("gym_sysmath.sandbox") / "image")]
+    pending = [("", resources.files("gym_sysmath.sandbox.image"))]
     while pending:
         prefix, folder = pending.pop()
         for entry in folder.iterdir():
