@@ -21,6 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from gym_sysmath.evaluation import RowVerdict
+
 SETTINGS = ((1, 1), (4, 1), (4, 4))  #: (-c, --model-concurrency)
 
 
@@ -70,7 +72,7 @@ def run(url: str, model: str, episodes: int, requests: int, n: int, max_tokens: 
             "completion_tokens": sum(t["usage"]["completion_tokens"] for t in turns),
             "mean_request_s": round(sum(t["latency_s"] for t in turns) / len(turns), 2),
             "mean_slot_wait_s": round(sum(t["wait_s"] for t in turns) / len(turns), 2),
-            "failed": sum(row["verdict"] == "failed" for row in rows)}
+            "failed": sum(row["verdict"] == RowVerdict.FAILED for row in rows)}
 
 
 def main() -> None:

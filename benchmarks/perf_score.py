@@ -24,6 +24,7 @@ import gymnasium as gym
 
 import gym_sysmath  # noqa: F401  (registers the ids)
 from gym_sysmath.tasks import compgeom
+from gym_sysmath.verdicts import Verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' slower submission
 from tests.test_compgeom_performance import PRIMITIVE, slower
@@ -41,7 +42,7 @@ def _steps(env, language: str, source: str, runs: int) -> tuple[list[float], lis
         started = time.perf_counter()
         _, _, _, _, info = env.step(f"```{language}\n{source}\n```")
         times.append(time.perf_counter() - started)
-        assert info["verdict"] == "correct" and info["scoring_error"] is None, info
+        assert info["verdict"] is Verdict.CORRECT and info["scoring_error"] is None, info
         scores.append(info["performance_score"])
     return scores, times
 

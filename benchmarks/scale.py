@@ -32,7 +32,7 @@ import time
 import gymnasium as gym
 
 import gym_sysmath  # noqa: F401  (registers the ids)
-from gym_sysmath.sandbox import daemon
+from gym_sysmath.sandbox import ExecutionStatus, daemon
 from gym_sysmath.sandbox.pool import acquire_shared, release_shared
 
 ENV_ID = "CsappExact-v0"
@@ -101,7 +101,7 @@ def check(infos: dict, n: int, errors: list[str]) -> None:
         error = infos["scoring_error"][index]
         if error:
             errors.append(str(error)[:300])
-        elif infos["execution"][index] != "ok":
+        elif infos["execution"][index] != ExecutionStatus.OK:
             errors.append(f"env {index}: tool turn {infos['execution'][index]}")
 
 

@@ -36,9 +36,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root, for tests/
 
 import gym_sysmath  # noqa: F401  (registers the ids)
-from gym_sysmath.sandbox import Job, Limits, daemon
+from gym_sysmath.sandbox import ExecutionStatus, Job, Limits, daemon
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.fixtures import bad_sources
+from gym_sysmath.verdicts import Verdict
 from tests.hostile.payloads import (
     BETWEEN_TURNS_SPINNER,
     CHECK_HITS,
@@ -312,10 +313,10 @@ def judge_cross(tally: Tally, env_id: str, attack: str, strict: bool, infos: lis
         return
     for info in infos:
         outcome = info["verdict"] if info.get("verdict") is not None else info.get("execution")
-        if outcome in ("ok", "correct") or info["scoring_error"]:
+        if outcome in (ExecutionStatus.OK, Verdict.CORRECT) or info["scoring_error"]:
             continue  # a scoring error is counted as one already
         record = f"{env_id} {attack}: {outcome}: {info['observation'][-300:]!r}"
-        hit = "PROBE HIT" in info["observation"] or outcome == "runtime_error"
+        hit = "PROBE HIT" in info["observation"] or outcome in (ExecutionStatus.RUNTIME_ERROR, Verdict.RUNTIME_ERROR)
         with tally.lock:
             (tally.probe_hits if hit else tally.cross_inconclusive).append(record)
 

@@ -9,7 +9,7 @@ from typing import Any
 from gym_sysmath.actions import Reply
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.filters import filter_names
-from gym_sysmath.sandbox import ExecutionResult, Job, Limits, Sandbox, SandboxError
+from gym_sysmath.sandbox import ExecutionResult, ExecutionStatus, Job, Limits, Sandbox, SandboxError
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.cases import train_cases
 from gym_sysmath.tasks.compgeom.performance import EMPTY_INPUT, performance_score
@@ -361,9 +361,9 @@ class CompGeomEnv(SysmathEnv):
 def sandbox_runner(sandbox: Sandbox):
     """``compgeom.verify``'s runner on a real sandbox: (language, files, stdin) -> (status, output)."""
 
-    def run(language: str, files: Mapping[str, str], stdin: str) -> tuple[str, str]:
+    def run(language: str, files: Mapping[str, str], stdin: str) -> tuple[ExecutionStatus, str]:
         result = sandbox.run(Job(language, dict(files), stdin=stdin, limits=RUN_LIMITS))
-        return (compgeom.OK, result.stdout) if result.ok else (result.status, result.stderr)
+        return result.status, result.stdout if result.ok else result.stderr
 
     return run
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gym_sysmath.sandbox.image.supervisor.statuses import ExecutionStatus
+
 
 class Verdict(StrEnum):
     """The outcome of a graded action. Only ``CORRECT`` earns reward 1.0.
@@ -26,13 +28,13 @@ class Verdict(StrEnum):
     SCORING_ERROR = "scoring_error"
 
 
-#: Execution statuses (see gym_sysmath.sandbox) that are failures of the agent's program.
-FAILED_EXECUTION = {
-    "compile_error": Verdict.COMPILE_ERROR,
-    "runtime_error": Verdict.RUNTIME_ERROR,
-    "timeout": Verdict.TIMEOUT,
-    "memory_limit": Verdict.MEMORY_LIMIT,
-    "output_limit": Verdict.OUTPUT_LIMIT,
+#: The verdict of each way the agent's program can fail (every execution status but ``OK``).
+FAILED_EXECUTION: Mapping[ExecutionStatus, Verdict] = {
+    ExecutionStatus.COMPILE_ERROR: Verdict.COMPILE_ERROR,
+    ExecutionStatus.RUNTIME_ERROR: Verdict.RUNTIME_ERROR,
+    ExecutionStatus.TIMEOUT: Verdict.TIMEOUT,
+    ExecutionStatus.MEMORY_LIMIT: Verdict.MEMORY_LIMIT,
+    ExecutionStatus.OUTPUT_LIMIT: Verdict.OUTPUT_LIMIT,
 }
 
 

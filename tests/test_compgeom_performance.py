@@ -113,15 +113,15 @@ def test_a_weighted_score_is_added_to_a_correct_reward(docker_available):
 
 def test_only_a_sigkill_far_below_the_memory_limit_is_the_harness_failing():
     from gym_sysmath.envs.compgeom import PERF_LIMITS, _killed_by_someone_else
-    from gym_sysmath.sandbox import ExecutionResult
+    from gym_sysmath.sandbox import ExecutionResult, ExecutionStatus
 
     def killed(peak: int) -> ExecutionResult:
-        return ExecutionResult("memory_limit", signal=9, peak_memory_bytes=peak)
+        return ExecutionResult(ExecutionStatus.MEMORY_LIMIT, signal=9, peak_memory_bytes=peak)
 
     assert _killed_by_someone_else(killed(50 * 1024**2))
     assert not _killed_by_someone_else(killed(PERF_LIMITS.memory_bytes - 1))  # its own allocations
-    assert not _killed_by_someone_else(ExecutionResult("memory_limit", signal=None, peak_memory_bytes=0))
-    assert not _killed_by_someone_else(ExecutionResult("timeout", signal=9))
+    assert not _killed_by_someone_else(ExecutionResult(ExecutionStatus.MEMORY_LIMIT, signal=None, peak_memory_bytes=0))
+    assert not _killed_by_someone_else(ExecutionResult(ExecutionStatus.TIMEOUT, signal=9))
 
 
 #: Python candidates (the reference with an attack at import) that pass the hidden run natively.

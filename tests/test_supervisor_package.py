@@ -21,7 +21,7 @@ from gym_sysmath import exact
 from gym_sysmath.sandbox import channel, daemon, execution, workers
 from gym_sysmath.sandbox.channel import FdSource, FrameReader
 from gym_sysmath.sandbox.execution import SandboxError
-from gym_sysmath.sandbox.image.supervisor import limits, protocol, values
+from gym_sysmath.sandbox.image.supervisor import limits, protocol, statuses, values
 
 IMAGE_DIR = Path(gym_sysmath.sandbox.image.__file__).parent
 PACKAGE_DIR = IMAGE_DIR / "supervisor"
@@ -33,6 +33,7 @@ def test_the_host_has_no_frame_or_value_codec_of_its_own():
     assert workers.PROTOCOL_VERSION is protocol.PROTOCOL_VERSION
     assert channel.take_frame is protocol.take_frame
     assert execution.Limits is limits.Limits and execution.decode_value is values.decode_value
+    assert execution.ExecutionStatus is statuses.ExecutionStatus
     assert (exact.FLOAT_TAG, exact.FLOAT_BITS) == (values.FLOAT_TAG, values.FLOAT_BITS)
     for module in (channel, workers, execution):  # nothing left that parses JSON off the wire
         assert "json" not in ast.unparse(ast.parse(Path(module.__file__).read_text()))
@@ -49,6 +50,19 @@ def test_a_frame_crosses_both_ways_through_the_one_codec():
     finally:
         for fd in (*host_to_supervisor, *supervisor_to_host):
             os.close(fd)
+
+
+@pytest.mark.parametrize("status", list(statuses.ExecutionStatus))
+def test_a_status_crosses_the_wire_as_the_plain_string_it_always_was(status):
+    assert protocol.encode_frame({"status": status}) == protocol.encode_frame({"status": status.value})
+    assert execution.ExecutionResult.from_wire({"status": status.value}).status is status
+
+
+@pytest.mark.parametrize("wire", [None, "OK", "session_ended", "scoring_error", 0])
+def test_a_status_the_host_does_not_know_is_the_harness_failing(wire):
+    with pytest.raises(SandboxError) as failure:
+        execution.ExecutionResult.from_wire({"status": wire})
+    assert failure.value.cause == "protocol_error"
 
 
 class Chunks:

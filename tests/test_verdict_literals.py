@@ -1,5 +1,6 @@
-"""Verdicts only through their enums (``Verdict``, and the eval's own ``RowVerdict``): no verdict
-name written as a string where the code compares, returns, assigns or passes a verdict. The scan
+"""Verdicts and execution statuses only through their enums (``Verdict``, the eval's own
+``RowVerdict``, and the sandbox's ``ExecutionStatus``, host and supervisor alike): no such name
+written as a string where the code compares, returns, assigns or passes a verdict or status. The scan
 reads the AST, so an ``info["scoring_error"]`` key, a summary's ``"failed"`` count, a column
 header or a docstring that names a verdict is no finding; the hostile snippets below show each
 place it looks at is really looked at."""
@@ -13,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from gym_sysmath.evaluation.run import RowVerdict
-from gym_sysmath.verdicts import Verdict
+from gym_sysmath.sandbox import ExecutionStatus
+from gym_sysmath.verdicts import FAILED_EXECUTION, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The packages held to it: the env modules, the library and the task builders. The sandbox's
-#: execution statuses (``ok``, ``timeout``, ...) are its own wire format, not verdicts.
+#: The packages held to it: the env modules, the library with its sandbox and the supervisor
+#: (which send the statuses over the wire as these same strings), and the task builders.
 SCANNED = ("envs", "gym_sysmath", "tasks")
-EXEMPT = ("gym_sysmath/sandbox",)
-VERDICT_NAMES = frozenset(member.value for member in (*Verdict, *RowVerdict))
+VERDICT_NAMES = frozenset(member.value for member in (*Verdict, *RowVerdict, *ExecutionStatus))
 #: Keyword arguments and dict keys whose value is a verdict (or a status named like one).
 VERDICT_FIELDS = frozenset({"verdict", "status"})
 #: Calls whose positional arguments are verdicts.
@@ -78,16 +79,23 @@ def verdict_literals(source: str) -> list[tuple[int, str]]:
 
 
 def _scanned_files() -> list[Path]:
-    files = [path for package in SCANNED for path in sorted((ROOT / package).rglob("*.py"))]
-    return [path for path in files if not str(path.relative_to(ROOT)).startswith(EXEMPT)]
+    return [path for package in SCANNED for path in sorted((ROOT / package).rglob("*.py"))]
 
 
-def test_no_verdict_name_is_written_as_a_string_beside_its_enum():
+def test_no_verdict_or_status_name_is_written_as_a_string_beside_its_enum():
     files = _scanned_files()
-    assert len(files) > 50 and ROOT / "gym_sysmath" / "verdicts.py" in files  # the scan reads the tree
+    supervisor = ROOT / "gym_sysmath" / "sandbox" / "image" / "supervisor"
+    assert len(files) > 50 and {ROOT / "gym_sysmath" / "verdicts.py", supervisor / "stages.py"} <= set(files)
     findings = [f"{path.relative_to(ROOT)}:{line}: {name!r}" for path in files
                 for line, name in verdict_literals(path.read_text(encoding="utf-8"))]
-    assert findings == [], "write the enum member (Verdict.X, RowVerdict.X) instead:\n" + "\n".join(findings)
+    assert findings == [], ("write the enum member (Verdict.X, RowVerdict.X, ExecutionStatus.X) instead:\n"
+                            + "\n".join(findings))
+
+
+def test_every_failed_execution_status_has_its_verdict():
+    assert set(FAILED_EXECUTION) == set(ExecutionStatus) - {ExecutionStatus.OK}
+    for status, verdict in FAILED_EXECUTION.items():
+        assert verdict.value == status.value  # the info dict and the logs name both alike
 
 
 @pytest.mark.parametrize("source", [
@@ -104,6 +112,11 @@ def test_no_verdict_name_is_written_as_a_string_beside_its_enum():
     'grade = Grade("output_limit", "flood")',
     'verdict = Verdict("correct")',
     'match verdict:\n    case "wrong_answer":\n        pass',
+    'killed_for = "timeout"',
+    'result["status"] = "ok"',
+    'if compiled["status"] != "ok": pass',
+    'def classify(result):\n    return "memory_limit"',
+    'reply = {"status": "output_limit", "stdout": ""}',
 ])
 def test_a_verdict_literal_where_a_verdict_goes_is_found(source):
     assert verdict_literals(source), source
@@ -119,6 +132,9 @@ def test_a_verdict_literal_where_a_verdict_goes_is_found(source):
     'class Verdict(StrEnum):\n    CORRECT = "correct"',
     'if verdict is Verdict.CORRECT: pass',
     'return_value = "correct answers"',
+    'reply = {"ok": True, "result": result}',
+    'if reply.get("ok"): pass',
+    'status = ExecutionStatus.OK if reply["ok"] else classify(result)',
 ])
 def test_a_verdict_name_used_as_a_key_header_or_text_is_not_a_finding(source):
     assert verdict_literals(source) == [], source

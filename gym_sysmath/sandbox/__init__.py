@@ -8,9 +8,9 @@ package ``image`` (the image's own sources) for what happens inside each contain
 
 from gym_sysmath.sandbox.execution import (
     COMPILE_LIMITS,
-    EXECUTION_STATUSES,
     LANGUAGES,
     ExecutionResult,
+    ExecutionStatus,
     Job,
     Limits,
     SandboxError,
@@ -30,10 +30,10 @@ from gym_sysmath.sandbox.pool import (
 __all__ = [
     "BACKENDS",
     "COMPILE_LIMITS",
-    "EXECUTION_STATUSES",
     "LANGUAGES",
     "SESSION_LIMITS",
     "ExecutionResult",
+    "ExecutionStatus",
     "Job",
     "Lease",
     "Limits",

@@ -6,13 +6,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-# Limits (and their defaults) and the session value codec are the supervisor's own: one definition
+# Limits (and their defaults), the statuses a job ends with and the session value codec are the
+# supervisor's own: one definition
 from gym_sysmath.sandbox.image.supervisor.limits import Limits
+from gym_sysmath.sandbox.image.supervisor.statuses import ExecutionStatus
 from gym_sysmath.sandbox.image.supervisor.values import decode_value
 from gym_sysmath.sandbox.image.toolchains import LANGUAGES, TOOLCHAINS
-
-#: How a job can end. ``ok`` means it exited 0; every other status is the job's own failure.
-EXECUTION_STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "memory_limit", "output_limit")
 
 
 class SandboxError(RuntimeError):
@@ -96,7 +95,7 @@ class Job:
 class ExecutionResult:
     """How one job (or one session turn) ended, as observed by the supervisor."""
 
-    status: str
+    status: ExecutionStatus
     stdout: str = ""
     stderr: str = ""
     exit_code: int | None = None
@@ -117,15 +116,20 @@ class ExecutionResult:
     #: counter left no well-formed count (see ``read_count`` in ``image/supervisor/counting.py``).
     instructions: int | None = None
 
+    def __post_init__(self) -> None:  # ExecutionResult("timeout") is typed too; a misspelt status is refused
+        object.__setattr__(self, "status", ExecutionStatus(self.status))
+
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is ExecutionStatus.OK
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> ExecutionResult:
-        status = data.get("status")
-        if status not in EXECUTION_STATUSES:
-            raise SandboxError("protocol_error", f"unexpected job status {status!r}")
+        wire: Any = data.get("status")
+        try:
+            status = ExecutionStatus(wire)
+        except ValueError:
+            raise SandboxError("protocol_error", f"unexpected job status {wire!r}") from None
         compiled = data.get("compile")
         try:
             return cls(

@@ -28,10 +28,10 @@ from .layout import contract_path, harness_path, read, starter_path
 from .primitives import PRIMITIVES
 from .prompt import build_prompt
 from .render import strip_header
-from .runner import OK, run_local
+from .runner import run_local
 
 __all__ = [
-    "ABS_TOL", "LANGUAGES", "OK", "PRIMITIVES", "REL_TOL", "Case", "CaseReport", "CompGeomTask", "VerifyReport",
+    "ABS_TOL", "LANGUAGES", "PRIMITIVES", "REL_TOL", "Case", "CaseReport", "CompGeomTask", "VerifyReport",
     "compare", "describe_failures", "job_files", "load_tasks",
     "prompt_for", "reference_solution", "run_local", "stdin_for",
     "verify",

@@ -14,13 +14,15 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from gym_sysmath.sandbox.image.supervisor.statuses import ExecutionStatus
+
 from .cases import COMMAND, Case, load_cases
 from .grading import compare, stdin_for
 from .languages import BY_LANGUAGE, LANGUAGES
 from .layout import fixture_path, harness_path, read, starter_path
 from .mutation import Mutation, apply_edits
 from .primitives import PRIMITIVES
-from .runner import OK, Runner
+from .runner import Runner
 from .tolerances import TOLERANCES
 
 _PARALLEL = Mutation("epsilon_parallel", "treats |perp(d0, d1)| <= 1e-6 as parallel instead of == 0", {
@@ -322,11 +324,12 @@ def _jobs(primitives: Iterable[str], languages: Iterable[str]) -> list[_Job]:
     return jobs
 
 
-def _judge(job: _Job, status: str, output: str, cases: Sequence[Case], hidden_ids: frozenset[str]) -> FixtureResult:
+def _judge(job: _Job, status: ExecutionStatus, output: str, cases: Sequence[Case],
+           hidden_ids: frozenset[str]) -> FixtureResult:
     def result(ok: bool, detail: str) -> FixtureResult:
         return FixtureResult(job.primitive, job.language, job.fixture, ok, detail)
 
-    if status != OK:
+    if status != ExecutionStatus.OK:
         return result(False, f"{status}: {output[-600:]}")
     report = compare(cases, output)
     if not report.well_formed:

@@ -2,10 +2,10 @@
 sandbox's build and run commands (``toolchains.TOOLCHAINS``).
 
 ``run_local(language, files, stdin) -> (status, output)`` has the shape ``verify`` expects of any
-runner (the env passes the Docker sandbox instead). ``status`` is ``"ok"`` when the program
-compiled and exited 0, and then ``output`` is its stdout; otherwise ``status`` names the failure
-as its verdict does (``Verdict.COMPILE_ERROR``, ``RUNTIME_ERROR`` or ``TIMEOUT``, as the sandbox's
-execution statuses do) and ``output`` is the diagnostics.
+runner (the env passes the Docker sandbox instead). ``status`` is the sandbox's own
+``ExecutionStatus``: ``OK`` when the program compiled and exited 0, and then ``output`` is its
+stdout; otherwise ``COMPILE_ERROR``, ``RUNTIME_ERROR`` or ``TIMEOUT``, and ``output`` is the
+diagnostics.
 It isolates nothing; use it for known code (fixtures, tests), never for agent submissions.
 """
 
@@ -17,16 +17,15 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from gym_sysmath.verdicts import Verdict
+from gym_sysmath.sandbox.image.supervisor.statuses import ExecutionStatus
 
 from .languages import BY_LANGUAGE
 
-OK = "ok"
-Runner = Callable[[str, Mapping[str, str], str], tuple[str, str]]
+Runner = Callable[[str, Mapping[str, str], str], tuple[ExecutionStatus, str]]
 
 
 def run_local(language: str, files: Mapping[str, str], stdin: str, *,
-              compile_timeout_s: float = 120.0, run_timeout_s: float = 60.0) -> tuple[str, str]:
+              compile_timeout_s: float = 120.0, run_timeout_s: float = 60.0) -> tuple[ExecutionStatus, str]:
     toolchain = BY_LANGUAGE[language].toolchain
     with tempfile.TemporaryDirectory(prefix="compgeom-") as tmp:
         for name, text in files.items():
@@ -36,9 +35,9 @@ def run_local(language: str, files: Mapping[str, str], stdin: str, *,
                 built = subprocess.run(list(toolchain.build), cwd=tmp, capture_output=True, text=True,
                                        timeout=compile_timeout_s)
             except subprocess.TimeoutExpired:
-                return Verdict.TIMEOUT, "compilation timed out"
+                return ExecutionStatus.TIMEOUT, "compilation timed out"
             if built.returncode != 0:
-                return Verdict.COMPILE_ERROR, built.stdout + built.stderr
+                return ExecutionStatus.COMPILE_ERROR, built.stdout + built.stderr
             command = list(toolchain.run)
         else:  # the sandbox's command, with this interpreter for its python3
             command = [sys.executable, *toolchain.run[1:]]
@@ -46,7 +45,7 @@ def run_local(language: str, files: Mapping[str, str], stdin: str, *,
             ran = subprocess.run(command, cwd=tmp, input=stdin, capture_output=True, text=True,
                                  timeout=run_timeout_s)
         except subprocess.TimeoutExpired:
-            return Verdict.TIMEOUT, "run timed out"
+            return ExecutionStatus.TIMEOUT, "run timed out"
         if ran.returncode != 0:
-            return Verdict.RUNTIME_ERROR, f"exit status {ran.returncode}\n{ran.stderr[-4000:]}"
-        return OK, ran.stdout
+            return ExecutionStatus.RUNTIME_ERROR, f"exit status {ran.returncode}\n{ran.stderr[-4000:]}"
+        return ExecutionStatus.OK, ran.stdout

@@ -2,7 +2,7 @@
 
 Standard library only: the image folder is copied into the sandbox image, where
 ``run_supervisor.py`` starts it (the process backend runs the same file as a host process), and
-the host imports the codecs it shares with it (``protocol``, ``values``, ``limits``) as
+the host imports what it shares with it (``protocol``, ``values``, ``limits``, ``statuses``) as
 ``gym_sysmath.sandbox.image.supervisor.*``. The host speaks to it over its stdin/stdout with
 framed JSON messages (``protocol``); nothing else ever writes there, because the protocol
 descriptors are moved out of the way at start and every child closes them before running
@@ -20,5 +20,5 @@ a job), ``child`` (the forked child's side), ``zygote`` (the clean process Pytho
 ``sessions``, ``builds`` (the build cache), ``purge`` (cleaning up after jobs and rollouts),
 ``processes`` (``/proc``, kills, uids), ``counting`` (cachegrind counts and pid counters),
 ``runtime`` (what the supervisor knows of where it runs), and the shared ``protocol``,
-``values`` and ``limits``. The compilers are ``toolchains.COMPILERS``, beside this package.
+``values``, ``limits`` and ``statuses``. The compilers are ``toolchains.COMPILERS``, beside this package.
 """

@@ -9,6 +9,7 @@ import shutil
 from typing import Any
 
 from .child import JOB_ENV
+from .statuses import ExecutionStatus
 
 
 class BuildCache:
@@ -55,7 +56,7 @@ class BuildCache:
 
     def put(self, key: str, compiled: dict, workdir: str) -> dict:
         entry: dict[str, Any] = {"compile": compiled, "binary": None}
-        if compiled["status"] == "ok":
+        if compiled["status"] == ExecutionStatus.OK:
             folder = os.path.join(self.root, key)
             target = os.path.join(folder, "prog")
             try:

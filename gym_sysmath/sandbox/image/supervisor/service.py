@@ -21,6 +21,7 @@ from .purge import SHM_DIR, empty_dir, kill_job_processes, purge_uid, request_re
 from .runtime import IS_ROOT, SetupError
 from .sessions import SESSION_FILES, DiskBudget, Session
 from .stages import StageRunner, prepare_workdir
+from .statuses import SESSION_ENDED, ExecutionStatus
 
 #: Imported once by the supervisor so that forked jobs get them for free (and so that, under
 #: the process backend, they work even where the job's uid cannot read the interpreter's files).
@@ -54,7 +55,7 @@ class Supervisor:
         if op == "session_run":
             session = self.sessions.get(request["session"])
             if session is None:
-                return {"ok": True, "result": {"status": "session_ended", "detail": "unknown session"}}
+                return {"ok": True, "result": {"status": SESSION_ENDED, "detail": "unknown session"}}
             result = session.run(request["code"], request.get("fetch"), with_defaults(request.get("limits")))
             if session.ended:
                 self.sessions.pop(request["session"], None)
@@ -89,7 +90,7 @@ class Supervisor:
                 result = self._compile_and_run(job, language, files, stdin, limits, uid, workdir, counted)
             else:
                 raise ValueError(f"unknown language {language!r}")
-            if counted and result["status"] == "ok" and not result.pop("made_processes"):
+            if counted and result["status"] == ExecutionStatus.OK and not result.pop("made_processes"):
                 result["instructions"] = read_count(workdir, uid)
             result.pop("made_processes", None)
             return result
@@ -103,7 +104,7 @@ class Supervisor:
         modules = sorted(name for name in files if name.endswith(".py") and name != COUNTED_PYTHON[-1])
         if modules:
             compiled = StageRunner(uid, workdir, limits).run(argv=[*PRECOMPILE_PYTHON, *modules], files=files)
-            if compiled["status"] != "ok":
+            if compiled["status"] != ExecutionStatus.OK:
                 return compiled
             files = {}
         return StageRunner(uid, workdir, limits, counted=True).run(argv=COUNTED_PYTHON, files=files, stdin=stdin)
@@ -116,15 +117,15 @@ class Supervisor:
         entry = self.builds.get(key) if job.get("cache", True) else None
         if entry is None:
             compiled = StageRunner(uid, workdir, compile_limits).run(argv=compile_argv, files=files)
-            if compiled["status"] != "ok" and scratch_nearly_full(self.scratch):
+            if compiled["status"] != ExecutionStatus.OK and scratch_nearly_full(self.scratch):
                 raise SetupError("the scratch disk is full")
-            if compiled["status"] != "ok":  # rejected, or over the compile limits: the build failed
-                compiled["status"] = "compile_error"
+            if compiled["status"] != ExecutionStatus.OK:  # rejected, or over the compile limits: the build failed
+                compiled["status"] = ExecutionStatus.COMPILE_ERROR
             entry = self.builds.put(key, compiled, workdir)
             compiled = dict(compiled, cached=False)
         else:
             compiled = dict(entry["compile"], cached=True, wall_s=0.0, cpu_s=0.0)
-        if compiled["status"] != "ok":
+        if compiled["status"] != ExecutionStatus.OK:
             return dict(compiled, compile=compiled)
         if entry["binary"] and not os.path.isdir(workdir):
             prepare_workdir(uid, workdir, program=entry["binary"])

@@ -17,6 +17,7 @@ from .protocol import FrameError, take_frame, write_frame
 from .purge import purge_uid, request_retirement
 from .runtime import IS_ROOT
 from .stages import classify, prepare_workdir
+from .statuses import ExecutionStatus
 from .values import sanitize_value
 
 SESSION_REPLY_MAX_BYTES = 8 * 1024 * 1024
@@ -89,22 +90,23 @@ class Session:
             write_frame(self.ctrl_w, {"code": code, "fetch": fetch, "turn": self.turn})
         except OSError:  # the session's own code closed or broke its control pipe
             self._terminate("the session closed its control pipe")
-            return {"status": "runtime_error", "stdout": "", "stderr": "sandbox: the session process is gone\n",
-                    "exit_code": None, "signal": None, "stdout_truncated": False, "stderr_truncated": False,
-                    "wall_s": 0.0, "cpu_s": 0.0, "peak_memory_bytes": 0, "session_ended": True}
+            return {"status": ExecutionStatus.RUNTIME_ERROR, "stdout": "",
+                    "stderr": "sandbox: the session process is gone\n", "exit_code": None, "signal": None,
+                    "stdout_truncated": False, "stderr_truncated": False, "wall_s": 0.0, "cpu_s": 0.0,
+                    "peak_memory_bytes": 0, "session_ended": True}
         caps = {self.out_r: turn_limits["stdout_bytes"], self.err_r: turn_limits["stderr_bytes"]}
         buffers = {self.out_r: bytearray(), self.err_r: bytearray()}
         truncated = {self.out_r: False, self.err_r: False}
         status_buf = bytearray()
         reply = None
-        killed_for = None
+        killed_for: ExecutionStatus | None = None
         poller = select.poll()
         for fd in (self.out_r, self.err_r, self.status_r):
             poller.register(fd, select.POLLIN)
         while reply is None and killed_for is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                killed_for = "timeout"
+                killed_for = ExecutionStatus.TIMEOUT
                 break
             for fd, _event in poller.poll(int(remaining * 1000) + 1):
                 try:
@@ -114,7 +116,7 @@ class Session:
                 if not chunk:
                     poller.unregister(fd)
                     if fd == self.status_r:
-                        killed_for = "runtime_error"  # the session process died
+                        killed_for = ExecutionStatus.RUNTIME_ERROR  # the session process died
                     continue
                 if fd == self.status_r:
                     status_buf += chunk
@@ -124,12 +126,12 @@ class Session:
                 buffers[fd] += chunk[: max(room, 0)]
                 if len(chunk) > room:
                     truncated[fd] = True
-                    killed_for = "output_limit"
+                    killed_for = ExecutionStatus.OUTPUT_LIMIT
                     break
         if reply is not None:
             self._drain_into(buffers, caps, truncated)
             if killed_for is None and any(truncated.values()):
-                killed_for = "output_limit"  # past a cap in what it wrote just before replying
+                killed_for = ExecutionStatus.OUTPUT_LIMIT  # past a cap in what it wrote just before replying
         result: dict[str, Any] = {
             "exit_code": None,
             "signal": None,
@@ -143,22 +145,22 @@ class Session:
         }
         if reply is None or killed_for:
             stderr = bytes(buffers[self.err_r])
-            if killed_for == "runtime_error":  # it died; the zygote reaps it, so no exit status here
+            if killed_for is ExecutionStatus.RUNTIME_ERROR:  # it died; the zygote reaps it, so no exit status here
                 killed_for = None
             verdict = classify(result, killed_for, self.limits, stderr) if killed_for is None else killed_for
-            if verdict == "ok":
-                verdict = "runtime_error"
+            if verdict is ExecutionStatus.OK:
+                verdict = ExecutionStatus.RUNTIME_ERROR
             result["status"] = verdict
             self._terminate(f"the session ended with {verdict}")
             result["session_ended"] = True
             return result
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
-            result["status"] = "runtime_error"
+            result["status"] = ExecutionStatus.RUNTIME_ERROR
             result["stderr"] += "\nsandbox: the session broke its reply protocol\n"
             self._terminate("protocol violated by the session")
             result["session_ended"] = True
             return result
-        result["status"] = "ok" if reply["ok"] else classify(
+        result["status"] = ExecutionStatus.OK if reply["ok"] else classify(
             {**result, "exit_code": 1}, None, self.limits, bytes(buffers[self.err_r]))  # MemoryError: memory_limit
         result["exit_code"] = 0 if reply["ok"] else 1
         if fetch:
@@ -170,7 +172,7 @@ class Session:
             result["session_ended"] = True
             return result
         if self.disk and self._over_disk_budget(self.disk, usage_before):
-            result["status"] = "output_limit"
+            result["status"] = ExecutionStatus.OUTPUT_LIMIT
             result["stderr"] += (f"\nsandbox: the session's files passed {self.disk.bytes // 2**20} MiB or "
                                  f"{self.disk.files} files in all; the session was ended\n")
             self._terminate("its files passed the session's disk budget")

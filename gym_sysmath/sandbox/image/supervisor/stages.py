@@ -14,6 +14,7 @@ from .child import enter_sandbox, report_setup_failure, write_files
 from .counting import counted_argv, exec_sealed, namespace_last_pid
 from .processes import kill_group, read_to_end
 from .runtime import IS_ROOT, SetupError
+from .statuses import ExecutionStatus
 from .zygote import ZygoteWaiter
 
 DRAIN_GRACE_S = 0.05
@@ -112,7 +113,7 @@ class StageRunner:
         wake_fd = waiter.wake_fd
         if wake_fd >= 0:
             poller.register(wake_fd, select.POLLIN)
-        killed_for = None
+        killed_for: ExecutionStatus | None = None
         status = None
         open_outputs = {out_r, err_r}
         exit_seen_at: float | None = None  # set with status: when the job's exit was seen
@@ -125,7 +126,7 @@ class StageRunner:
             if exit_seen_at is not None and (not open_outputs or now - exit_seen_at > DRAIN_GRACE_S):
                 break
             if status is None and now >= deadline:
-                killed_for = "timeout"
+                killed_for = ExecutionStatus.TIMEOUT
                 kill_group(pid)
                 continue
             wake_at = deadline if exit_seen_at is None else exit_seen_at + DRAIN_GRACE_S
@@ -162,7 +163,7 @@ class StageRunner:
                     if len(chunk) > room:
                         truncated[fd] = True
                         if killed_for is None and status is None:
-                            killed_for = "output_limit"
+                            killed_for = ExecutionStatus.OUTPUT_LIMIT
                             kill_group(pid)
         if status is None:
             status = waiter.block()
@@ -189,7 +190,7 @@ class StageRunner:
             "peak_memory_bytes": maxrss_kb * 1024,
         }
         if killed_for is None and (truncated[out_r] or truncated[err_r]):
-            killed_for = "output_limit"  # it passed a cap and exited before we read past it
+            killed_for = ExecutionStatus.OUTPUT_LIMIT  # it passed a cap and exited before we read past it
         result["status"] = classify(result, killed_for, self.limits, bytes(buffers[err_r]))
         return result
 
@@ -222,22 +223,22 @@ class ChildWaiter:
             self.wake_fd = -1
 
 
-def classify(result: dict, killed_for: str | None, limits: dict, stderr: bytes) -> str:
+def classify(result: dict, killed_for: ExecutionStatus | None, limits: dict, stderr: bytes) -> ExecutionStatus:
     """Turn how a job ended into a verdict; everything here is the job's own doing."""
     if killed_for:
         return killed_for
     sig = result["signal"]
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and result["cpu_s"] >= limits["cpu_s"] - 0.05):
-        return "timeout"
+        return ExecutionStatus.TIMEOUT
     if sig == signal.SIGXFSZ:
-        return "output_limit"
+        return ExecutionStatus.OUTPUT_LIMIT
     if result["exit_code"] == 0 and sig is None:
-        return "ok"
+        return ExecutionStatus.OK
     if any(marker in stderr for marker in MEMORY_ERROR_MARKERS):
-        return "memory_limit"
+        return ExecutionStatus.MEMORY_LIMIT
     if sig == signal.SIGKILL:  # not ours and not the CPU limit: the kernel's OOM killer
-        return "memory_limit"
-    return "runtime_error"
+        return ExecutionStatus.MEMORY_LIMIT
+    return ExecutionStatus.RUNTIME_ERROR
 
 
 def prepare_workdir(uid: int, workdir: str, program: str | None = None) -> None:
