@@ -34,6 +34,7 @@ from gym_sysmath.sandbox.execution import (
     SandboxError,
     SandboxUnavailableError,
 )
+from gym_sysmath.sandbox.image.supervisor.statuses import SESSION_ENDED
 from gym_sysmath.sandbox.workers import ContainerSettings, DockerWorker, ProcessWorker, Worker
 
 #: Pool events: containers started (debug), purged and reused (debug), lost (warning), destroyed
@@ -543,7 +544,7 @@ class PythonSession:
              "limits": self.limits.to_wire()},
             self.limits.wall_s + 30.0)  # room for the stop, the kills and the disk check after a turn
         raw = reply.get("result") or {}
-        if raw.get("status") == "session_ended":
+        if raw.get("status") == SESSION_ENDED:
             raise SandboxError("session_lost", str(raw.get("detail", "the session is gone")))
         return ExecutionResult.from_wire(raw)
 
