@@ -7,6 +7,7 @@ and the README's id table are read from here. ``docs/adding-a-family.md`` shows 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,9 @@ class Family:
     ids: tuple[EnvId, ...]  #: the first is the primary id (the whole family); the rest are aliases
     verifier: str  #: ``"module:function"``, called with the ``verify`` command's argparse namespace, -> exit code
     breakdown_keys: tuple[str, ...] = ()  #: task metadata keys the eval summary groups accuracy by
+    #: breakdown keys whose values have an order of their own (difficulty: easy to hard), each to the
+    #: ``"module:attribute"`` tuple that lists them in it; the summary lists other values alphabetically
+    breakdown_order: Mapping[str, str] = field(default_factory=dict)
     vector_entry_point: str | None = None  #: a batched ``VectorEnv`` factory for ``gym.make_vec``
 
     def __post_init__(self) -> None:
@@ -49,9 +53,11 @@ _COMPGEOM_VECTOR = "gym_sysmath.vector:compgeom_vector"
 _BUILT_IN: tuple[Family, ...] = (
     Family("csapp", "gym_sysmath.envs.csapp:CsappExactEnv", (EnvId("CsappExact-v0"),),
            verifier="gym_sysmath.verification:csapp", breakdown_keys=("category", "difficulty"),
+           breakdown_order={"difficulty": "gym_sysmath.tasks.csapp.difficulty:LEVELS"},
            vector_entry_point="gym_sysmath.vector:csapp_vector"),
     Family("linalg", "gym_sysmath.envs.linalg:LinearAlgebraEnv", (EnvId("LinearAlgebra-v0"),),
            verifier="gym_sysmath.verification:linalg", breakdown_keys=("difficulty", "topic"),
+           breakdown_order={"difficulty": "gym_sysmath.tasks.linalg.problem:DIFFICULTIES"},
            vector_entry_point="gym_sysmath.vector:linalg_vector"),
     Family("compgeom", "gym_sysmath.envs.compgeom:CompGeomEnv",
            (EnvId("CompGeom-v0"), EnvId("CompGeomCpp-v0", {"languages": ["cpp"]}),
@@ -102,6 +108,17 @@ def breakdown_keys(env_id: str) -> tuple[str, ...]:
 
 def every_breakdown_key() -> tuple[str, ...]:
     return tuple(dict.fromkeys(key for candidate in _FAMILIES.values() for key in candidate.breakdown_keys))
+
+
+def breakdown_order(env_id: str, key: str) -> tuple[str, ...]:
+    """The values of ``key`` in the order ``env_id``'s family declares for them, or ``()`` (none:
+    alphabetical); an id no family declares gets the first order any family declares for ``key``."""
+    owner = family_of(env_id)
+    for candidate in (owner,) if owner is not None else tuple(_FAMILIES.values()):
+        if key in candidate.breakdown_order:
+            module, _, attribute = candidate.breakdown_order[key].partition(":")
+            return tuple(getattr(importlib.import_module(module), attribute))
+    return ()
 
 
 def _register_with_gymnasium(row: Family) -> None:

@@ -23,6 +23,7 @@ from gym_sysmath.families import (
     Family,
     all_ids,
     breakdown_keys,
+    breakdown_order,
     families,
     family_of,
     primary_ids,
@@ -83,9 +84,13 @@ def verify_parity(args) -> int:
     return 1 if bad else 0
 
 
+#: How the summary lists the magnitudes (not alphabetically).
+MAGNITUDES = ("small", "large")
+
 # ... and one registry row.
 PARITY = Family("parity", f"{__name__}:ParityEnv", (EnvId("Parity-v0"), EnvId("ParityBig-v0", {"max_turns": 2})),
-                verifier=f"{__name__}:verify_parity", breakdown_keys=("magnitude",))
+                verifier=f"{__name__}:verify_parity", breakdown_keys=("magnitude",),
+                breakdown_order={"magnitude": f"{__name__}:MAGNITUDES"})
 
 
 @pytest.fixture
@@ -119,8 +124,8 @@ def test_the_eval_summary_breaks_a_new_family_down_by_its_own_keys(parity_family
     stats = run.summary["envs"]["Parity-v0"]
     assert stats["accuracy"] == 1.0 and stats["samples"] == 4
     assert set(stats["breakdowns"]) == {"magnitude"}
-    assert {value: group["samples"] for value, group in stats["breakdowns"]["magnitude"].items()} == \
-        {"large": 2, "small": 2}
+    assert [(value, group["samples"]) for value, group in stats["breakdowns"]["magnitude"].items()] == \
+        [("small", 2), ("large", 2)]  # in the row's order
 
 
 def test_verify_runs_the_rows_verifier(parity_family, capsys):
@@ -161,6 +166,13 @@ def test_built_in_ids_and_breakdowns_are_unchanged():
     assert breakdown_keys("CsappExact-v0") == ("category", "difficulty")
     assert breakdown_keys("CompGeomRust-v0") == ("language",)
     assert breakdown_keys("Unregistered-v0") == ("category", "difficulty", "topic", "language")
+    from gym_sysmath.tasks.csapp.difficulty import LEVELS
+    from gym_sysmath.tasks.linalg import DIFFICULTIES
+
+    assert breakdown_order("CsappExact-v0", "difficulty") == LEVELS == ("easy", "medium", "hard")
+    assert breakdown_order("LinearAlgebra-v0", "difficulty") == DIFFICULTIES
+    assert breakdown_order("Unregistered-v0", "difficulty") == LEVELS
+    assert breakdown_order("CompGeom-v0", "language") == breakdown_order("CsappExact-v0", "category") == ()
 
 
 def test_the_readme_id_table_lists_every_registered_family_and_id():

@@ -71,7 +71,6 @@ from gym_sysmath.evaluation.run import (
 )
 from gym_sysmath.evaluation.summary import (
     BREAKDOWN_KEYS,
-    DIFFICULTY_ORDER,
     UNSCORED,
     pass_at_k,
     summarize,
@@ -84,7 +83,6 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "BASE_INFO_KEYS",
     "BREAKDOWN_KEYS",
-    "DIFFICULTY_ORDER",
     "MAX_STEPS",
     "RUN_HEADER",
     "RUN_HEADER_FORMAT",

@@ -13,12 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gym_sysmath.evaluation.run import RowVerdict, SampleResult, SampleVerdict
-from gym_sysmath.families import breakdown_keys, every_breakdown_key
+from gym_sysmath.families import breakdown_keys, breakdown_order, every_breakdown_key
 from gym_sysmath.verdicts import Verdict
 
 #: Every family's breakdown keys (each family declares its own in its registry row).
 BREAKDOWN_KEYS = every_breakdown_key()
-DIFFICULTY_ORDER = ("easy", "medium", "hard")
 #: Verdicts that are no grade of the answer: left out of every denominator.
 UNSCORED: frozenset[SampleVerdict] = frozenset({Verdict.SCORING_ERROR, RowVerdict.FAILED})
 
@@ -77,12 +76,13 @@ def _usage(results: Sequence[SampleResult]) -> dict[str, Any] | None:
             "models": sorted({str(record.get("model")) for record in records if record.get("model")})}
 
 
-def _value_order(value: str) -> tuple[int, str]:
-    """Breakdown values alphabetically, but difficulties easy to hard."""
-    return (DIFFICULTY_ORDER.index(value) if value in DIFFICULTY_ORDER else len(DIFFICULTY_ORDER), value)
+def _in_order(values: Iterable[str], order: tuple[str, ...]) -> list[str]:
+    """Breakdown values in the order their family declares (difficulties easy to hard), the rest alphabetically."""
+    return sorted(values, key=lambda value: (order.index(value) if value in order else len(order), value))
 
 
-def _group_stats(results: Sequence[SampleResult], breakdowns: tuple[str, ...] | None = None) -> dict[str, Any]:
+def _group_stats(results: Sequence[SampleResult], env_id: str | None = None) -> dict[str, Any]:
+    """The stats of ``results``; with ``env_id``, broken down by that family's metadata keys too."""
     stats = _counts(results)
     stats["tasks"] = len({(r.env_id, r.task_id) for r in results})
     stats["pass_at_k"] = _pass_at_k(results)
@@ -90,15 +90,16 @@ def _group_stats(results: Sequence[SampleResult], breakdowns: tuple[str, ...] | 
     usage = _usage(results)
     if usage:
         stats["usage"] = usage
-    if breakdowns is not None:
+    if env_id is not None:
         stats["breakdowns"] = {}
-        for key in breakdowns:
+        for key in breakdown_keys(env_id):
             groups: dict[str, list[SampleResult]] = {}
             for result in results:
                 if key in result.metadata:
                     groups.setdefault(str(result.metadata[key]), []).append(result)
             if groups:
-                stats["breakdowns"][key] = {value: _counts(groups[value]) for value in sorted(groups, key=_value_order)}
+                stats["breakdowns"][key] = {value: _counts(groups[value])
+                                            for value in _in_order(groups, breakdown_order(env_id, key))}
     return stats
 
 
@@ -112,6 +113,6 @@ def summarize(results: Iterable[SampleResult], config: Mapping[str, Any] | None 
         by_env.setdefault(result.env_id, []).append(result)
     return {
         "config": dict(config or {}),
-        "envs": {env_id: _group_stats(members, breakdown_keys(env_id)) for env_id, members in by_env.items()},
+        "envs": {env_id: _group_stats(members, env_id) for env_id, members in by_env.items()},
         "overall": _group_stats(ordered),
     }
