@@ -85,6 +85,18 @@ def test_a_counted_run_cannot_make_a_process_at_all(lease, call):
     assert result.instructions > 1_000_000
 
 
+@pytest.mark.parametrize("limit", ["RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_RTTIME"])
+def test_a_counted_run_cannot_set_the_limits_that_kill_it_or_cut_the_count_file(lease, limit):
+    # RLIMIT_CPU's hard limit SIGKILLs (a masked scoring_error, not a 0); RLIMIT_FSIZE cuts
+    # cachegrind's write so that a line the program planted (a symbol name) is left last.
+    code = (f"import resource\nsoft, hard = resource.getrlimit(resource.{limit})\ntry:\n"
+            f"    resource.setrlimit(resource.{limit}, (1, 1))\nexcept (PermissionError, ValueError):\n"
+            f"    print('refused')\n")
+    result = counted(lease, code)
+    assert (result.ok, result.stdout) == (True, "refused\n"), result
+    assert result.instructions > 1_000_000
+
+
 def test_a_counted_run_that_sigkills_itself_is_not_taken_for_a_kill_from_outside(lease):
     # A SIGKILL from outside is retried and then a scoring_error; one the program sends itself
     # is refused (valgrind, unable to die of it, gives up: no count, and not a SIGKILL).

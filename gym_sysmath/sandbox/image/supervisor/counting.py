@@ -34,6 +34,12 @@ _PROCESS_SYSCALLS = {
     "aarch64": (220, 435, (), ((129, 24), (130, 24), (131, 32), (138, 24), (240, 32), (424, 24))),
 }
 CLONE_THREAD = 0x00010000
+#: Per machine: setrlimit and prlimit64. A counted program may not set its own RLIMIT_CPU (whose
+#: hard limit SIGKILLs it, which would pass for a kill from outside), RLIMIT_FSIZE (which makes
+#: cachegrind's own write stop short, leaving a line of the program's choosing last in the
+#: count file) or RLIMIT_RTTIME (SIGKILL again).
+_RLIMIT_SYSCALLS = {"x86_64": (160, 302), "aarch64": (164, 261)}
+GUARDED_RLIMITS = (0, 1, 15)  # RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_RTTIME
 #: A counted Python job's dir: always the same path, because CPython's string hashing sees it
 #: (the path is a key in its import caches), and a random name moved the count by a few hundred.
 #: Jobs of one supervisor run one at a time and each job's dir is removed before the next.
@@ -64,7 +70,8 @@ def exec_sealed(argv: list[str], env: dict) -> None:
     afterwards can be wrapped on a host with a small ``pid_max``. Threads get through and void
     the count there. SIGKILL cannot be sent at all: a counted run that killed itself would be
     taken for one killed by someone else (envs/compgeom.py retries those, then calls the harness
-    broken).
+    broken); nor can it set the limits that would get it killed or cut cachegrind's write short
+    (``GUARDED_RLIMITS``; querying them is fine).
     """
     machine = platform.machine()
     if machine not in _SEAL_SYSCALLS:
@@ -96,6 +103,15 @@ def exec_sealed(argv: list[str], env: dict) -> None:
                   (ret, 0, 0, allow)]
     for nr, offset in signal_senders:  # the signal argument's low word: SIGKILL is refused
         processes += [(jeq, 0, 4, nr), (ld, 0, 0, offset), (jeq, 0, 1, 9), (ret, 0, 0, deny), (ret, 0, 0, allow)]
+    nr_setrlimit, nr_prlimit64 = _RLIMIT_SYSCALLS[machine]
+    cpu, fsize, rttime = GUARDED_RLIMITS
+    processes += [  # setrlimit(resource, ...) of a guarded resource is refused
+        (jeq, 0, 6, nr_setrlimit), (ld, 0, 0, 16),
+        (jeq, 2, 0, cpu), (jeq, 1, 0, fsize), (jeq, 0, 1, rttime), (ret, 0, 0, deny), (ret, 0, 0, allow)]
+    processes += [  # prlimit64(pid, resource, new, old) of a guarded resource with a new value is refused
+        (jeq, 0, 10, nr_prlimit64), (ld, 0, 0, 24),
+        (jeq, 2, 0, cpu), (jeq, 1, 0, fsize), (jeq, 0, 4, rttime),
+        (ld, 0, 0, 32), (jeq, 0, 3, 0), (ld, 0, 0, 36), (jeq, 0, 1, 0), (ret, 0, 0, allow), (ret, 0, 0, deny)]
     program = [  # (code, jt, jf, k), offsets into seccomp_data: nr 0, arch 4, args[0] 16 (low) and 20
         (ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, deny),
         (ld, 0, 0, 0), (jge, 0, 1, x32_bit or 0xFFFFFFFF), (ret, 0, 0, deny),
