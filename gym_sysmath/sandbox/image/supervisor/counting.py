@@ -140,9 +140,11 @@ def read_count(workdir: str, uid: int) -> int | None:
     """The instructions cachegrind counted, or None when its file is not what cachegrind leaves.
 
     Cachegrind writes the file when the program has ended (creating it 0600, or truncating the
-    one there), so its last line is its own. A program could only leave its own text there by
-    making that write fail: a symlink, a FIFO or a directory in its place, or a file without
-    write permission (the mode check), a disk or size limit (then the summary is missing).
+    one there). A program could only leave its own text there by making that write fail: a
+    symlink, a FIFO or a directory in its place, a file without write permission (the mode
+    check), or a write cut short, by a size limit (refused by ``exec_sealed``) or a full disk
+    (``service`` drops the count then), right after a line it planted in a symbol's name. So the
+    whole file must parse as cachegrind's (``parse_count``).
     """
     try:
         fd = os.open(os.path.join(workdir, COUNT_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -153,15 +155,33 @@ def read_count(workdir: str, uid: int) -> int | None:
         if (not stat.S_ISREG(info.st_mode) or stat.S_IMODE(info.st_mode) != 0o600
                 or (IS_ROOT and info.st_uid != uid) or info.st_size > COUNT_FILE_MAX_BYTES):
             return None
-        os.lseek(fd, max(0, info.st_size - 4096), os.SEEK_SET)
-        tail = read_to_end(os.dup(fd)).decode("ascii", "replace")
+        text = read_to_end(os.dup(fd))
     finally:
         os.close(fd)
-    last = tail.rstrip("\n").rsplit("\n", 1)[-1]
-    words = last.split(" ")
-    if len(words) == 2 and words[0] == "summary:" and words[1].isdigit() and tail.endswith("\n"):
-        return int(words[1])
-    return None
+    return parse_count(text)
+
+
+def parse_count(text: bytes) -> int | None:
+    """The summary of a whole cachegrind file counting Ir alone, or None unless every line is
+    cachegrind's: its header, then ``fl=``/``fn=`` names and ``<line> <count>`` rows, then one
+    ``summary:`` line, last, equal to the sum of the rows. A name holding a newline can add
+    rows of its own (only raising the sum) but cannot end the file or change the summary."""
+    lines = text.split(b"\n")
+    if len(lines) < 3 or lines.pop() != b"" or not lines[-1].startswith(b"summary: "):
+        return None
+    summary = lines.pop()[len(b"summary: "):]
+    header = [line for line in lines[:5] if line.startswith((b"desc: ", b"cmd: "))]
+    if not summary.isdigit() or lines[len(header):len(header) + 1] != [b"events: Ir"]:
+        return None
+    total = 0
+    for line in lines[len(header) + 1:]:
+        if line.startswith((b"fl=", b"fn=")):
+            continue
+        row = line.split(b" ")
+        if len(row) != 2 or not (row[0].isdigit() and row[1].isdigit()):
+            return None
+        total += int(row[1])
+    return total if total == int(summary) else None
 
 
 #: Whether ``ns_last_pid`` was seen to move when the zygote was forked (a runtime such as gVisor

@@ -91,7 +91,8 @@ class Supervisor:
             else:
                 raise ValueError(f"unknown language {language!r}")
             if counted and result["status"] == ExecutionStatus.OK and not result.pop("made_processes"):
-                result["instructions"] = read_count(workdir, uid)
+                # a full scratch may have cut cachegrind's write short: no count then
+                result["instructions"] = None if scratch_nearly_full(self.scratch) else read_count(workdir, uid)
             result.pop("made_processes", None)
             return result
         finally:
