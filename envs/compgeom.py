@@ -20,6 +20,15 @@ RUN_LIMITS = Limits(wall_s=10.0, cpu_s=5.0, memory_bytes=2 * 1024**3)
 PERF_LIMITS = Limits(wall_s=60.0, cpu_s=40.0, memory_bytes=2 * 1024**3, stdout_bytes=16 * 1024**2)
 COUNT_TRIES = 5
 UNEXPLAINED_KILL_BELOW = 0.75  # of the memory limit: a SIGKILL there is not the job's own OOM
+#: Whether the instruction count can be rewarded. Not while the count is kept in the counted
+#: process itself: a program can write valgrind's memory and lower cachegrind's counters (a
+#: dozen lines of Python ctypes score a 100x slower submission 1.0; SECURITY.md, "Valgrind is
+#: not a boundary"), so the score is reported (``measure_performance``), never rewarded.
+PERFORMANCE_REWARD_SAFE = False
+PERFORMANCE_REWARD_REFUSED = (
+    "performance_weight > 0 is refused: a counted program shares its process with valgrind and can "
+    "lower cachegrind's counters in memory, so the score can be forged (SECURITY.md, 'Valgrind is not a "
+    "boundary'). measure_performance=True reports info['performance_score'] without rewarding it.")
 #: (backend, task id) -> the reference's and the starter's instruction counts (``_reference_counts``).
 _REFERENCE_COUNTS: dict[tuple[str, str], tuple[int, int]] = {}
 COMPILE_OUTPUT_CHARS = 4000
@@ -69,9 +78,9 @@ class CompGeomEnv(SysmathEnv):
     parameters and points within a tight relative tolerance), else 0.0. The performance
     score (`measure_performance=True`: `info["performance_score"]`) compares the instructions
     the candidate's run executes with the reference solution's in the same language (counted,
-    so the same submission always gets the same score). With `performance_weight = w > 0` a
-    correct submission earns `1 + w * score` (the prompt says so, and what forfeits it); the
-    default 0 keeps the reward binary.
+    so the same submission always gets the same score). It is reported, not rewarded:
+    `performance_weight > 0` (a reward of `1 + w * score`) is refused, because a program can
+    lower the counters valgrind keeps in its own process (`PERFORMANCE_REWARD_SAFE`).
 
     ## Starting State
     `reset(seed=..., options=...)`: `options` may carry `task_id`, `primitive` or `language`.
@@ -88,7 +97,7 @@ class CompGeomEnv(SysmathEnv):
     | `languages` | `Optional[Sequence[str]]` | `None` (all) | some of `cpp`, `rust`, `python` |
     | `primitives` | `Optional[Sequence[str]]` | `None` (all) | some of the 13 primitives |
     | `max_turns` | `Optional[int]` | `8` | code actions per episode |
-    | `performance_weight` | `float` | `0.0` | `w` in a correct reward of `1 + w * score` |
+    | `performance_weight` | `float` | `0.0` | must be 0 (below) |
     | `measure_performance` | `bool` | `False` | report `info["performance_score"]` |
     | `sandbox` | `str` | `"docker"` | `"docker"` or `"process"` |
     | `pool_size` | `Optional[int]` | `None` | cap on live containers (None: one per live env plus spares) |
@@ -106,8 +115,9 @@ class CompGeomEnv(SysmathEnv):
     - `languages`: restrict to some of `cpp`, `rust`, `python` (the per-language ids set it).
     - `primitives`: restrict to some primitives.
     - `max_turns`: code actions allowed (default 8); `1` grades the first one directly.
-    - `performance_weight`: 0 (default) keeps the reward binary; `w > 0` adds `w * score` to a
-      correct submission's reward and states the term in the prompt.
+    - `performance_weight`: 0 (default, and the only value taken) keeps the reward binary;
+      `w > 0` would add `w * score` and state the term in the prompt, once the count is out of
+      the counted program's reach.
     - `measure_performance`: report `info["performance_score"]` for correct submissions even
       when the weight is 0 (costs one counted run, and two more per task the first time).
     - `sandbox`: `"docker"` (default) or `"process"`.
@@ -120,8 +130,8 @@ class CompGeomEnv(SysmathEnv):
     ## Version History
     - v0: 7 primitives (21 tasks), then 13 (39 tasks); hidden corpora that fail every tolerance
       from 1e-12 up; a procedural train split; the performance score counted, not timed, and
-      reported only; then rewarded again (`performance_weight`), once the image's cachegrind
-      refuses the client requests that let a program leave the count.
+      reported only (a program can write the counter's memory); the image's cachegrind refuses
+      the client requests that let a program leave the count.
 
     Examples:
         >>> import gymnasium as gym, gym_sysmath
@@ -142,6 +152,8 @@ class CompGeomEnv(SysmathEnv):
                  render_mode: str | None = None):
         if performance_weight < 0:
             raise ValueError(f"performance_weight must be >= 0, got {performance_weight}")
+        if performance_weight > 0 and not PERFORMANCE_REWARD_SAFE:
+            raise ValueError(PERFORMANCE_REWARD_REFUSED)
         self._tasks = {task.task_id: task for task in compgeom.load_tasks(filter_names("primitives", primitives),
                                                                           filter_names("languages", languages))}
         self.performance_weight = float(performance_weight)

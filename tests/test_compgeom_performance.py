@@ -9,6 +9,7 @@ import gymnasium as gym
 import pytest
 
 import gym_sysmath  # noqa: F401  (registers the ids)
+from gym_sysmath.envs.compgeom import _REFERENCE_COUNTS
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.performance import performance_score
 
@@ -72,7 +73,7 @@ def test_same_submission_gets_the_same_score_twice_and_a_slower_one_less(env, la
     (reward, first), (_, second) = submit(env, language, candidate), submit(env, language, candidate)
     assert (first["verdict"], first["scoring_error"]) == ("correct", None), first
     assert first["performance_score"] == second["performance_score"] < 0.9
-    assert reward == 1.0  # measure_performance reports the score; only performance_weight rewards it
+    assert reward == 1.0  # reported, not rewarded (envs/compgeom.py PERFORMANCE_REWARD_SAFE)
     _, own = submit(env, language, reference(language))
     assert own["performance_score"] == 1.0
 
@@ -85,7 +86,75 @@ def test_a_python_candidates_comments_cost_it_nothing(env):
     assert (info["verdict"], info["performance_score"]) == ("correct", 1.0), info
 
 
-def test_a_statement_without_a_weight_says_nothing_of_speed_and_one_with_it_states_the_term():
+#: Python, no machine code (the red team's probe): at exit, under the counter only, lower
+#: cachegrind's own counters to TARGET. The tool is a static, non-PIE binary with its symbols:
+#: its ELF symbol table gives ``CC_table``, an OSet (AVL tree, root at +64) of LineCCs whose Ir
+#: count is at node + 48; ctypes reads and writes them in place.
+LOWERS_THE_COUNTERS = """
+import os as _os
+if 'vgpreload' in _os.environ.get('LD_PRELOAD', ''):
+    import atexit as _atexit, ctypes as _ctypes, struct as _struct, sys as _sys
+    def _symbol(path, wanted):
+        data = open(path, 'rb').read()
+        shoff, = _struct.unpack_from('<Q', data, 0x28)
+        shentsize, shnum = _struct.unpack_from('<HH', data, 0x3A)
+        sections = [_struct.unpack_from('<IIQQQQIIQQ', data, shoff + i * shentsize) for i in range(shnum)]
+        symtab = next(s for s in sections if s[1] == 2)
+        strings = sections[symtab[6]][4]
+        for at in range(symtab[4], symtab[4] + symtab[5], symtab[9]):
+            name, _, _, _, value, _ = _struct.unpack_from('<IBBHQQ', data, at)
+            if data[strings + name:data.index(b'\\0', strings + name)] == wanted:
+                return value
+    _TABLE = _symbol('/usr/libexec/valgrind/cachegrind-amd64-linux', b'CC_table')
+    def _lower():
+        _sys.stdout.flush()
+        U64 = _ctypes.c_uint64
+        stack, counters = [U64.from_address(U64.from_address(_TABLE).value + 64).value], []
+        while stack:
+            node = stack.pop()
+            if node:
+                counters.append(node + 48)
+                stack += [U64.from_address(node).value, U64.from_address(node + 8).value]
+        counts = [U64.from_address(a).value for a in counters]
+        cut, plan = sum(counts) - TARGET, []
+        for count, a in sorted(zip(counts, counters), reverse=True):  # planned first: writing is cheap
+            if cut <= 0:
+                break
+            plan.append((a, count - min(count, cut)))
+            cut -= count
+        for a, value in plan:
+            U64.from_address(a).value = value
+        _os._exit(0)
+    _atexit.register(_lower)
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.xfail(strict=True, reason="a counted program shares its process with valgrind and can lower "
+                   "cachegrind's counters in memory (SECURITY.md, 'Valgrind is not a boundary'): the reason "
+                   "performance_weight > 0 is refused; if this ever passes, the counter is out of reach")
+def test_lowering_cachegrinds_own_counters_from_python_is_not_free(env):
+    submit(env, "python", reference("python"))  # the reference's and the starter's counts, taken once
+    reference_count, starter = _REFERENCE_COUNTS[(env.unwrapped.sandbox_backend, f"{PRIMITIVE}/python")]
+    target = starter + (reference_count - starter) // 4
+    source = slower("python", reference("python"), extra_calls=100) + LOWERS_THE_COUNTERS.replace("TARGET", str(target))
+    _, info = submit(env, "python", source)
+    assert (info["verdict"], info["scoring_error"]) == ("correct", None), info
+    assert info["performance_score"] < 0.5  # 100 times the reference's work
+
+
+def test_a_performance_weight_is_refused_while_the_count_can_be_forged():
+    with pytest.raises(ValueError, match="can be forged"):
+        gym.make("CompGeom-v0", performance_weight=0.5)
+
+
+@pytest.fixture
+def weight_allowed(monkeypatch):
+    """As the day the count is out of the program's reach: the weighted reward's own logic."""
+    monkeypatch.setattr("gym_sysmath.envs.compgeom.PERFORMANCE_REWARD_SAFE", True)
+
+
+def test_a_statement_without_a_weight_says_nothing_of_speed_and_one_with_it_states_the_term(weight_allowed):
     plain = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], measure_performance=True)
     weighted = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], performance_weight=0.25)
     try:
@@ -99,7 +168,7 @@ def test_a_statement_without_a_weight_says_nothing_of_speed_and_one_with_it_stat
 
 
 @pytest.mark.docker
-def test_a_weighted_score_is_added_to_a_correct_reward(docker_available):
+def test_a_weighted_score_is_added_to_a_correct_reward(docker_available, weight_allowed):
     weighted = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], max_turns=1,
                         performance_weight=0.5)
     try:
