@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from gym_sysmath.actions import Reply
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
@@ -30,11 +33,22 @@ PERFORMANCE_REWARD_REFUSED = (
     "lower cachegrind's counters in memory, so the score can be forged (SECURITY.md, 'Valgrind is not a "
     "boundary'). measure_performance=True reports info['performance_score'] without rewarding it.")
 #: (backend, task id) -> the reference's and the starter's instruction counts (``_reference_counts``).
-_REFERENCE_COUNTS: dict[tuple[str, str], tuple[int, int]] = {}
+_REFERENCE_COUNTS: dict[tuple[str, str, str], tuple[int, int]] = {}
+_TRAIN_TIMING_CASES: dict[str, tuple[compgeom.Case, ...]] = {}
 COMPILE_OUTPUT_CHARS = 4000
 STDERR_CHARS = 2000  # of a failing public run: the harness's first traceback and the candidate's own output
 
 
+
+
+def _train_timing_cases(task: compgeom.CompGeomTask) -> tuple[compgeom.Case, ...]:
+    """The train split's counted inputs: one draw of the train generators per task, seeded by
+    its id. Never the eval hidden cases: a train step's output on them would be graded, so its
+    score would tell which eval cases a candidate gets wrong, and the candidate would see them."""
+    if task.task_id not in _TRAIN_TIMING_CASES:
+        seed = int.from_bytes(hashlib.sha256(f"timing/{task.task_id}".encode()).digest()[:8], "big")
+        _TRAIN_TIMING_CASES[task.task_id] = train_cases(task.primitive, np.random.default_rng(seed), task.public_cases)
+    return _TRAIN_TIMING_CASES[task.task_id]
 
 
 def _killed_by_someone_else(result: ExecutionResult) -> bool:
@@ -272,8 +286,8 @@ class CompGeomEnv(SysmathEnv):
         return self._stdin_cache[key]
 
     def _cases(self, task: compgeom.CompGeomTask, which: str) -> tuple[compgeom.Case, ...]:
-        if which == "timing":  # the eval hidden inputs, on either split: one fixed set per task
-            return task.hidden_cases
+        if which == "timing":  # one fixed set per task and split
+            return task.hidden_cases if self.split == "eval" else _train_timing_cases(task)
         return task.public_cases if which == "public" else self._hidden
 
     def _performance(self, task: compgeom.CompGeomTask) -> float:
@@ -296,8 +310,8 @@ class CompGeomEnv(SysmathEnv):
 
     def _reference_counts(self, task: compgeom.CompGeomTask) -> tuple[int, int]:
         """(reference on the timing inputs, starter on no input): the same every time for one
-        image, so counted once per task and backend in this process."""
-        key = (self.sandbox_backend, task.task_id)
+        image, so counted once per task, split and backend in this process."""
+        key = (self.sandbox_backend, task.task_id, self.split)
         if key not in _REFERENCE_COUNTS:
             counts = []
             for what, source, stdin, cases in (

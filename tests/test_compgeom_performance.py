@@ -135,12 +135,31 @@ if 'vgpreload' in _os.environ.get('LD_PRELOAD', ''):
                    "performance_weight > 0 is refused; if this ever passes, the counter is out of reach")
 def test_lowering_cachegrinds_own_counters_from_python_is_not_free(env):
     submit(env, "python", reference("python"))  # the reference's and the starter's counts, taken once
-    reference_count, starter = _REFERENCE_COUNTS[(env.unwrapped.sandbox_backend, f"{PRIMITIVE}/python")]
+    reference_count, starter = _REFERENCE_COUNTS[(env.unwrapped.sandbox_backend, f"{PRIMITIVE}/python", "eval")]
     target = starter + (reference_count - starter) // 4
     source = slower("python", reference("python"), extra_calls=100) + LOWERS_THE_COUNTERS.replace("TARGET", str(target))
     _, info = submit(env, "python", source)
     assert (info["verdict"], info["scoring_error"]) == ("correct", None), info
     assert info["performance_score"] < 0.5  # 100 times the reference's work
+
+
+def test_the_train_splits_counted_inputs_are_a_fixed_train_draw_never_the_eval_hidden_cases():
+    # Graded eval inputs in a train step would tell which eval cases a candidate gets wrong.
+    import json
+
+    def inputs(cases):
+        return {json.dumps(case.input, sort_keys=True) for case in cases}
+
+    task = compgeom.load_tasks([PRIMITIVE], ["cpp"])[0]
+    first, second = (gym.make("CompGeom-v0", split="train", primitives=[PRIMITIVE], languages=["cpp"],
+                              measure_performance=True) for _ in range(2))
+    try:
+        timing = first.unwrapped._cases(task, "timing")
+        assert timing and not inputs(timing) & inputs(task.hidden_cases)
+        assert inputs(timing) == inputs(second.unwrapped._cases(task, "timing"))  # the same every episode
+    finally:
+        first.close()
+        second.close()
 
 
 def test_a_performance_weight_is_refused_while_the_count_can_be_forged():
