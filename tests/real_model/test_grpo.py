@@ -18,8 +18,9 @@ from collections import Counter
 import gymnasium as gym
 import pytest
 
-from gym_sysmath.integrations.trl import SysmathReward, build_dataset, completion_text
+from gym_sysmath.integrations.trl import build_dataset, completion_text
 from tests.real_model import smollm2
+from tests.real_model.recording import RecordingReward
 
 STEPS = 3
 ROWS_PER_ENV = 3
@@ -40,19 +41,6 @@ def env_grading(row: dict, text: str) -> tuple[float, str]:
         return float(reward), info["verdict"]
     finally:
         env.close()
-
-
-class RecordingReward(SysmathReward):
-    """``SysmathReward`` that keeps every call's ``last_results`` (verdicts, task ids)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.calls: list[list] = []
-
-    def __call__(self, *args, **kwargs):
-        rewards = super().__call__(*args, **kwargs)
-        self.calls.append(list(self.last_results))
-        return rewards
 
 
 def test_grpo_trainer_logs_the_rewards_the_envs_give(model_dir, docker_available, tmp_path, capsys):

@@ -22,8 +22,9 @@ import time
 import gymnasium as gym
 import pytest
 
-from gym_sysmath.integrations.trl import SysmathReward, SysmathToolEnv, build_dataset, close_tool_envs, completion_text
+from gym_sysmath.integrations.trl import SysmathToolEnv, build_dataset, close_tool_envs, completion_text
 from gym_sysmath.integrations.trl import _fence as fence
+from tests.real_model.recording import RecordingReward
 
 pytestmark = [pytest.mark.docker, pytest.mark.filterwarnings("ignore::FutureWarning"),
               pytest.mark.filterwarnings("ignore::UserWarning")]
@@ -32,17 +33,6 @@ MAX_TURNS = 4
 FINAL_TOKENS = 24
 CODE = "result = [0]\nprint('result set')"
 SYSTEM = "You are a careful engineer. Call run_code to compute, then reply with the answer."
-
-
-class RecordingReward(SysmathReward):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.calls: list[list] = []
-
-    def __call__(self, *args, **kwargs):
-        rewards = super().__call__(*args, **kwargs)
-        self.calls.append(list(self.last_results))
-        return rewards
 
 
 def scripted_first_turn(model, tokenizer, script: list[int]):
