@@ -17,6 +17,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from ..generated import check_current
 from .catalog import EVAL_SET, TEMPLATES
 from .runs import check_runs
 from .task import CsappTask
@@ -60,12 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = build_tasks()
     text = render_task_file(tasks)
     if args.check:
-        current = args.output.read_text(encoding="utf-8") if args.output.exists() else None
-        if current != text:
-            print(f"{args.output} is not current; run python -m gym_sysmath.tasks.csapp.build", file=sys.stderr)
-            return 1
-        print(f"{args.output} is current")
-        return 0
+        return check_current(args.output, text, "python -m gym_sysmath.tasks.csapp.build")
     reports = check_runs(tasks)  # the C of every model-keyed program, many runs in the sandbox
     for report in reports:
         for problem in report.problems:

@@ -28,6 +28,7 @@ import numpy as np
 
 from gym_sysmath.exact import dumps_exact, loads_exact
 
+from ..generated import check_current
 from .template import BuildError
 from .toolchain import Outputs, Program, result_record, run_programs
 
@@ -201,12 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text = render_document(build_document())
     if args.check:
-        current = args.output.read_text(encoding="utf-8") if args.output.exists() else None
-        if current != text:
-            print(f"{args.output} is not current; run {GENERATED_BY}", file=sys.stderr)
-            return 1
-        print(f"{args.output} is current")
-        return 0
+        return check_current(args.output, text, GENERATED_BY)
     args.output.write_text(text, encoding="utf-8")
     document = loads_exact(text)
     print(f"wrote {document['count']} programs and {sum(map(len, document['pools'].values()))} pool "

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..generated import check_current
 from .generators import GENERATORS, is_symmetric
 from .problem import DIFFICULTIES, TOPICS, LinalgProblem
 
@@ -79,12 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     text = render_file(build_problems())
     if args.check:
-        current = args.path.read_text(encoding="utf-8") if args.path.exists() else None
-        if current != text:
-            print(f"{args.path} is stale; run: {COMMAND}", file=sys.stderr)
-            return 1
-        print(f"{args.path} is current")
-        return 0
+        return check_current(args.path, text, COMMAND)
     args.path.write_text(text, encoding="utf-8")
     print(f"wrote {len(SLOTS)} problems to {args.path}")
     return 0
