@@ -304,8 +304,6 @@ class CompGeomEnv(SysmathEnv):
         result = self._counted(task, None, self._stdin(task, "timing"))
         if not result.ok or result.instructions is None or not compgeom.compare(cases, result.stdout).ok:
             return 0.0
-        if result.instructions <= baseline:  # less than the starter doing nothing: not a real count
-            return 0.0
         return performance_score(reference, result.instructions, baseline)
 
     def _reference_counts(self, task: compgeom.CompGeomTask) -> tuple[int, int]:

@@ -24,7 +24,11 @@ EMPTY_INPUT = stdin_for(())
 
 
 def performance_score(reference: int, candidate: int, baseline: int) -> float:
-    """The reference's instructions over the candidate's, each over the baseline, capped at 1."""
+    """The reference's instructions over the candidate's, each over the baseline, capped at 1.
+    A candidate counted at or below the baseline (the starter doing nothing) cannot have done
+    its work: its count is not a real one, and scores 0."""
     if reference <= baseline:
         raise ValueError(f"the reference's count {reference} is not above the baseline's {baseline}")
-    return round(min(1.0, (reference - baseline) / max(candidate - baseline, 1)), 4)
+    if candidate <= baseline:
+        return 0.0
+    return round(min(1.0, (reference - baseline) / (candidate - baseline)), 4)

@@ -11,6 +11,7 @@ import secrets
 import stat
 import struct
 
+from ..toolchains import PYTHON
 from . import runtime
 from .processes import read_to_end
 from .runtime import IS_ROOT
@@ -21,9 +22,10 @@ VALGRIND_LAUNCHER = "/usr/bin/valgrind"
 VALGRIND_LIB = "/usr/libexec/valgrind"
 COUNT_FILE = ".instructions"  # cachegrind's output, written in the job's dir when the program ends
 COUNT_FILE_MAX_BYTES = 64 * 1024 * 1024
-COUNTED_PYTHON = ["python3", "-s", "-P", "main.py"]  # a fresh interpreter: the zygote cannot be counted
-#: Run first, uncounted, on a counted Python job's other modules: the count then imports bytecode.
-PRECOMPILE_PYTHON = ["python3", "-s", "-P", "-m", "py_compile"]
+COUNTED_PYTHON = list(PYTHON.run)  # a fresh interpreter: the zygote cannot be counted
+#: Run first, uncounted, on a counted Python job's other modules (the same interpreter and
+#: flags, on py_compile): the count then imports bytecode.
+PRECOMPILE_PYTHON = [*PYTHON.run[:-1], "-m", "py_compile"]
 #: Per machine, for ``exec_sealed``: AUDIT_ARCH, the x32 syscall bit (or 0), execve, execveat.
 _SEAL_SYSCALLS = {"x86_64": (0xC000003E, 0x40000000, 59, 322), "aarch64": (0xC00000B7, 0, 221, 281)}
 #: Per machine: clone, clone3, the other process-making calls (fork, vfork), and each call that

@@ -11,7 +11,7 @@ import sys
 import time
 import traceback
 
-from ..toolchains import COMPILERS
+from ..toolchains import COMPILERS, PYTHON
 from . import counting, purge, runtime, zygote
 from .builds import BuildCache
 from .counting import COUNTED_JOB_DIR, COUNTED_PYTHON, PRECOMPILE_PYTHON, read_count
@@ -102,7 +102,7 @@ class Supervisor:
     def _count_python(self, uid: int, workdir: str, limits: dict, files: dict, stdin: bytes) -> dict:
         """Compile the job's modules to bytecode, uncounted, then count the program: as a C++
         build is not in its count, a module's size (comments, unused code) is not in this one."""
-        modules = sorted(name for name in files if name.endswith(".py") and name != COUNTED_PYTHON[-1])
+        modules = sorted(name for name in files if name.endswith(".py") and name != PYTHON.source)
         if modules:
             compiled = StageRunner(uid, workdir, limits).run(argv=[*PRECOMPILE_PYTHON, *modules], files=files)
             if compiled["status"] != ExecutionStatus.OK:
