@@ -10,7 +10,7 @@ def check_current(path: Path, text: str, command: str) -> int:
     """0 when ``path`` holds exactly ``text``; else 1, saying which command rebuilds it."""
     current = path.read_text(encoding="utf-8") if path.exists() else None
     if current != text:
-        print(f"{path} is not current; run {command}", file=sys.stderr)
+        print(f"{path} is stale; run {command}", file=sys.stderr)
         return 1
     print(f"{path} is current")
     return 0
