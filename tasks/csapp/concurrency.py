@@ -18,6 +18,7 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .schedules import GATE_C, PRODUCE_TIMEOUT_MS, Forcing, actor_schedule
 from .template import Field, Params, RunCheck, Template, WrongReading, draw_int, fixed, require
 
 if TYPE_CHECKING:
@@ -78,6 +79,37 @@ def outputs(threads: Sequence[Steps], mem0: dict[str, int], final: str | None = 
         return frozenset(found)
 
     return go((0,) * len(code), (0,) * len(code), _state_key(mem0), False)
+
+
+def witness(threads: Sequence[Steps], mem0: dict[str, int], final: str | None,
+            output: tuple[str, ...]) -> list[int]:
+    """The thread of each step of one schedule that prints ``output`` (a depth-first search
+    of the moves ``outputs`` explores), for a forced run; ValueError when none does."""
+    code = tuple(tuple(tuple(s) for s in t) for t in threads)
+    body = output[:-1] if final else output
+
+    @functools.cache
+    def find(pcs: tuple[int, ...], regs: tuple[int, ...], mem: tuple, lock: bool, printed: int) -> tuple | None:
+        if all(pc == len(t) for pc, t in zip(pcs, code, strict=True)):
+            done = printed == len(body) and (not final or output[-1] == f"{final} {dict(mem)[final]}")
+            return () if done else None
+        for i, t in enumerate(code):
+            if pcs[i] == len(t):
+                continue
+            m = dict(mem)
+            ok, reg, line, held = _apply(t[pcs[i]], regs[i], m, lock)
+            if not ok or (line is not None and (printed == len(body) or body[printed] != line)):
+                continue
+            rest = find((*pcs[:i], pcs[i] + 1, *pcs[i + 1:]), (*regs[:i], reg, *regs[i + 1:]), _state_key(m), held,
+                        printed + (line is not None))
+            if rest is not None:
+                return (i, *rest)
+        return None
+
+    found = find((0,) * len(code), (0,) * len(code), _state_key(mem0), False, 0)
+    if found is None:
+        raise ValueError(f"no schedule prints {output!r}")
+    return list(found)
 
 
 def outputs_by_enumeration(threads: Sequence[Steps], mem0: dict[str, int],
@@ -186,6 +218,39 @@ def render_c(body: Sequence[Sequence[Sequence[Any]]], mem0: dict[str, int], fina
     return "\n".join(lines)
 
 
+def render_forced_c(p: Params) -> str:
+    """The program's forced-run build: each thread runs its steps (``steps_of``: a load into a
+    register, a store of the register plus k, a line, a lock or semaphore call) one at a time,
+    each when the schedule (``schedules``, actor mode) says it is that thread's turn; main is as
+    shown. Only when a step runs is forced, never what it does."""
+    shown = _program(p)
+    cut = shown.index("\nvolatile int ") if "\nvolatile int " in shown else shown.index("\nsem_t ")
+    head, tail = shown[:cut], shown[cut:]
+    main_at = tail.index("\nint main(void)")
+    declarations = tail[:tail.index("\nstatic void *thread0")]
+    lines = [head, GATE_C, declarations]
+    for i, stmts in enumerate(p["threads"]):
+        lines += ["", f"static void *thread{i}(void *arg)", "{", "    int r = 0;", "    (void) arg;", "    (void) r;"]
+        for step in steps_of(stmts):
+            lines.append(f"    gate_turn({i}, 0); {_forced_step(step)} gate_done();")
+        lines += ["    return NULL;", "}"]
+    return "\n".join(lines) + tail[main_at:]
+
+
+def _forced_step(step: Sequence[Any]) -> str:
+    op = step[0]
+    if op == "load":
+        return f"r = {step[1]};"
+    if op == "store":
+        return f"{step[1]} = r + {step[2]};"
+    if op == "say":
+        return f'say("{step[1]}\\n");'
+    if op == "emit":
+        return f'say("{step[1]} %d\\n", r);'
+    return {"lock": "pthread_mutex_lock(&m);", "unlock": "pthread_mutex_unlock(&m);"}.get(op) or (
+        f"sem_wait(&{step[1]});" if op == "P" else f"sem_post(&{step[1]});")
+
+
 def steps_of(stmts: Sequence[Sequence[Any]]) -> list[list[Any]]:
     """A thread's atomic steps: ``v++`` and ``v = v + k`` are a load then a store, and printing v
     is a load then the write."""
@@ -236,8 +301,13 @@ def _atomic(stmts: Sequence[Sequence[Any]]) -> list[list[Any]]:
 
 
 def _runs(p: Params) -> RunCheck:
-    allowed = outputs([steps_of(t) for t in p["threads"]], p["mem"], p.get("final"))
-    return RunCheck(_program(p), frozenset(_text(o) for o in allowed), void=VOID_LINE)
+    """The program, every output the model allows, and each of them forced from its witness."""
+    threads = [steps_of(t) for t in p["threads"]]
+    allowed = outputs(threads, p["mem"], p.get("final"))
+    produce = tuple(actor_schedule([(i, "S") for i in witness(threads, p["mem"], p.get("final"), o)], o,
+                                   PRODUCE_TIMEOUT_MS) for o in sorted(allowed))
+    return RunCheck(_program(p), frozenset(_text(o) for o in allowed), void=VOID_LINE,
+                    forced=Forcing(render_forced_c(p), produce))
 
 
 # --- lost updates -----------------------------------------------------------------------------------

@@ -16,10 +16,20 @@ be one the models allow (``RunCheck``).
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .template import Field, Params, RunCheck, Template, WrongReading, draw, draw_int, fixed, require
+from .schedules import (
+    GATE_C,
+    GATED_SAY,
+    PRODUCE_TIMEOUT_MS,
+    REFUTE_TIMEOUT_MS,
+    Forcing,
+    actor_schedule,
+    line_schedule,
+)
+from .template import BuildError, Field, Params, RunCheck, Template, WrongReading, draw, draw_int, fixed, require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,15 +55,6 @@ static pid_t fork_checked(void)
 }
 #define fork fork_checked
 
-/* Every process reaps its remaining children when it exits, after its last line: no orphans
-   are left behind, and no line is printed or moved by it. */
-static void reap_children(void)
-{
-    while (wait(NULL) > 0)
-        ;
-}
-__attribute__((constructor)) static void reap_at_exit(void) { atexit(reap_children); }
-
 /* say() formats one line and writes it with a single write(2): no stdio buffer for fork to copy */
 #define say(...) do { char line_[64]; \\
     if (write(1, line_, snprintf(line_, sizeof line_, __VA_ARGS__)) < 0) _exit(1); } while (0)
@@ -62,15 +63,25 @@ __attribute__((constructor)) static void reap_at_exit(void) { atexit(reap_childr
 VOID_LINE = "fork failed"
 
 STATED = ("Every line is written by say(), which formats it and writes it with one write(2) call, "
-          "so lines never mix and fork copies no unwritten output. fork, wait and write never fail.")
+          "so lines never mix and fork copies no unwritten output. fork, wait and write never fail. "
+          "A process ends at its exit(0) or when main returns, whether or not its own children have "
+          "ended (an orphan is adopted and reaped by another process). wait(NULL) reaps one child that "
+          "has ended, blocking until there is one, and returns at once when no child is left to wait for. "
+          "The output is every line any process prints, lines printed after "
+          "main has returned included.")
+
+#: The say() a question shows, and the one its forced runs are compiled with instead.
+SAY_MACRO = """#define say(...) do { char line_[64]; \\
+    if (write(1, line_, snprintf(line_, sizeof line_, __VA_ARGS__)) < 0) _exit(1); } while (0)"""
 
 
 def _freeze(code: Sequence[Stmt]) -> tuple:
     return tuple((s[0], _freeze(s[1])) if s[0] == "child" else tuple(s) for s in code)
 
 
-def render_c(body: Sequence[Stmt], x0: int) -> str:
-    """The C program for a statement list."""
+def render_c(body: Sequence[Stmt], x0: int, *, gated: bool = False) -> str:
+    """The C program for a statement list; ``gated``: its forced-run build, whose say() waits
+    for its line's turn (``schedules``, line mode) and does nothing else differently."""
     lines: list[str] = []
 
     def emit(code: Sequence[Stmt], indent: str) -> None:
@@ -95,7 +106,8 @@ def render_c(body: Sequence[Stmt], x0: int) -> str:
                 raise ValueError(f"unknown statement {stmt!r}")
 
     emit(body, "    ")
-    return f"{C_PRELUDE}\nint x = {x0};\n\nint main(void)\n{{\n" + "\n".join(lines) + "\n    return 0;\n}\n"
+    prelude = _gated(C_PRELUDE) if gated else C_PRELUDE
+    return f"{prelude}\nint x = {x0};\n\nint main(void)\n{{\n" + "\n".join(lines) + "\n    return 0;\n}\n"
 
 
 # --- model 1: interpret every process, explore every schedule ---------------------------------
@@ -234,6 +246,33 @@ def _text(lines: tuple[str, ...]) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
+def _gated(prelude: str, *, lines: bool = True) -> str:
+    """A prelude with the schedule gate; ``lines``: say() through it (line mode)."""
+    if SAY_MACRO not in prelude:
+        raise BuildError("the prelude's say() is not the one the gate replaces")
+    return prelude.replace(SAY_MACRO, f"{GATE_C}\n{GATED_SAY if lines else SAY_MACRO}")
+
+
+#: Disallowed orderings tried per task besides the candidates (each costs a refute timeout).
+REFUTED_PERMUTATIONS = 4
+
+
+def _forced_orderings(p: Params, allowed: frozenset[tuple[str, ...]]) -> Forcing:
+    """Every allowed output forced; the impossible candidates and a few other orders of the same
+    lines must not be. Line mode follows any output of distinct lines that some schedule prints,
+    so an order it cannot follow is one the program cannot print."""
+    lines = next(iter(allowed))
+    if len(set(lines)) != len(lines):
+        raise BuildError("forcing by lines needs distinct lines")
+    wrong = [tuple(c) for c in p["candidates"] if tuple(c) not in allowed]
+    others = [order for order in itertools.islice(itertools.permutations(sorted(lines)), 5000)
+              if order not in allowed and order not in wrong]
+    wrong += others[:REFUTED_PERMUTATIONS // 2] + others[-(REFUTED_PERMUTATIONS // 2):]
+    return Forcing(render_c(p["body"], p["x0"], gated=True),
+                   produce=tuple(line_schedule(o, PRODUCE_TIMEOUT_MS) for o in sorted(allowed)),
+                   refute=tuple(line_schedule(o, REFUTE_TIMEOUT_MS) for o in dict.fromkeys(wrong)))
+
+
 def _first_schedule(body: Sequence[Stmt], x0: int, shared: bool = False,
                     child_exits: bool = True) -> tuple[str, ...]:
     """The output of one schedule: always run the lowest-numbered process that can run.
@@ -278,15 +317,18 @@ def _first_schedule(body: Sequence[Stmt], x0: int, shared: bool = False,
 
 
 def _runs(p: Params) -> RunCheck:
-    """The program and every output it may print, in order."""
-    allowed = frozenset(_text(o) for o in outputs(p["body"], p["x0"]))
-    return RunCheck(render_c(p["body"], p["x0"]), allowed, void=VOID_LINE)
+    """The program and every output it may print, in order, each forced."""
+    every = outputs(p["body"], p["x0"])
+    return RunCheck(render_c(p["body"], p["x0"]), frozenset(_text(o) for o in every), void=VOID_LINE,
+                    forced=_forced_orderings(p, every), reaped=True)
 
 
 def _sorted_runs(p: Params) -> RunCheck:
-    """A program without wait: the one multiset of lines it prints, in whatever order."""
+    """A program without wait: the one multiset of lines it prints, in whatever order (every
+    schedule prints it, so plain runs produce it: nothing to force)."""
     lines = tuple(sorted(_first_schedule(p["body"], p["x0"])))
-    return RunCheck(render_c(p["body"], p["x0"]), frozenset({_text(lines)}), compare="sorted lines", void=VOID_LINE)
+    return RunCheck(render_c(p["body"], p["x0"]), frozenset({_text(lines)}), compare="sorted lines", void=VOID_LINE,
+                    reaped=True)
 
 
 def _program_text(p: Params) -> str:
@@ -512,20 +554,52 @@ FORK_MEMORY = Template(
 # SIGUSR1 ``kills`` times (printing its own lines between them), then waits and prints "done".
 # A pending signal is one bit: kills that arrive before the handler has run merge into one.
 
+SIGNAL_RULES = (
+    "Delivery: a pending SIGUSR1 is delivered before the parent starts its next statement (while "
+    "the parent is blocked in wait, during the wait, which then resumes: SA_RESTART). Delivery clears "
+    "the pending signal and runs the handler, which writes its line before the parent does anything "
+    "else; the child may run on meanwhile. A pending signal is one bit: a kill while one is already "
+    "pending merges into it. While the handler runs, SIGUSR1 is blocked: a kill then leaves it pending, "
+    "delivered as the handler returns. wait returns only once the child has exited and no signal is "
+    "pending. Each say() and the handler's write is one indivisible step.")
 
-def _signal_program(p: Params) -> str:
+
+def _signal_program(p: Params, *, gated: bool = False) -> str:
+    """The program a question shows; ``gated``: its forced-run build (actor mode), where the
+    parent keeps SIGUSR1 blocked except at a delivery its schedule names, and each step of
+    either process waits for its turn."""
+    def step(actor: int, line: str) -> str:
+        return f"gate_turn({actor}, {int(actor == 0)}); {line.strip()} gate_done();" if gated else line.strip()
+
     child = []
     for i in range(p["kills"]):
-        child.append("        kill(getppid(), SIGUSR1);")
+        child.append("        " + step(1, "kill(getppid(), SIGUSR1);"))
         if i in p["child_says"]:
-            child.append(f'        say("c{i}\\n");')
-    before = '    say("p\\n");\n' if p["parent_says"] else ""
-    handler = '    (void) sig;\n    if (write(1, "sig\\n", 4) < 0) _exit(1);\n'
-    return (f"{C_PRELUDE}\nstatic void on_usr1(int sig)\n{{\n{handler}}}\n\n"
-            "int main(void)\n{\n    struct sigaction sa = {0};\n    sa.sa_handler = on_usr1;\n"
-            "    sa.sa_flags = SA_RESTART;\n    sigemptyset(&sa.sa_mask);\n    sigaction(SIGUSR1, &sa, NULL);\n"
+            child.append("        " + step(1, f'say("c{i}\\n");'))
+    before = "    " + step(0, 'say("p\\n");') + "\n" if p["parent_says"] else ""
+    write = 'if (write(1, "sig\\n", 4) < 0) _exit(1);'
+    if gated:
+        handler = ("static void on_usr1(int sig, siginfo_t *info, void *context)\n{\n    (void) sig;\n"
+                   "    (void) info;\n    gate_delivered();\n    " + step(0, write).replace(", 1)", ", 0)", 1)
+                   + "\n    sigaddset(&((ucontext_t *) context)->uc_sigmask, SIGUSR1); /* stays blocked */\n}\n")
+        install = ("    sa.sa_sigaction = on_usr1;\n    sa.sa_flags = SA_RESTART | SA_SIGINFO;\n"
+                   "    sigemptyset(&sa.sa_mask);\n    sigaction(SIGUSR1, &sa, NULL);\n"
+                   "    sigset_t usr1;\n    sigemptyset(&usr1);\n    sigaddset(&usr1, SIGUSR1);\n"
+                   "    sigprocmask(SIG_BLOCK, &usr1, NULL);\n")
+        prelude = _gated(C_PRELUDE, lines=False).replace("#include <signal.h>",
+                                                         "#include <signal.h>\n#include <ucontext.h>")
+        done = "    " + step(0, 'say("done\\n");') + "\n"
+        wait = "    " + step(0, "wait(NULL);") + "\n"
+    else:
+        handler = f"static void on_usr1(int sig)\n{{\n    (void) sig;\n    {write}\n}}\n"
+        install = ("    sa.sa_handler = on_usr1;\n    sa.sa_flags = SA_RESTART;\n    sigemptyset(&sa.sa_mask);\n"
+                   "    sigaction(SIGUSR1, &sa, NULL);\n")
+        prelude = C_PRELUDE
+        done = '    say("done\\n");\n'
+        wait = "    wait(NULL);\n"
+    return (f"{prelude}\n{handler}\nint main(void)\n{{\n    struct sigaction sa = {{0}};\n{install}"
             "    if (fork() == 0) {\n" + "\n".join(child) + "\n        exit(0);\n    }\n"
-            f"{before}    wait(NULL);\n    say(\"done\\n\");\n    return 0;\n}}\n")
+            f"{before}{wait}{done}    return 0;\n}}\n")
 
 
 def _signal_events(p: Params) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -538,39 +612,70 @@ def _signal_events(p: Params) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(parent), tuple(child)
 
 
+#: A move of the signal model: the line written (or None), the schedule event (actor 0 the
+#: parent, 1 the child; 'D' a delivery, 'S' a step), and the next state.
+SignalState = tuple[int, int, int, bool]
+
+
+def _signal_moves(parent: tuple[str, ...], child: tuple[str, ...], state: SignalState, queued: bool):
+    """Every move from ``state`` = (parent's next statement, child's next step, pending, in the
+    handler), under ``SIGNAL_RULES``: a pending signal is delivered before the parent's next
+    statement, the handler's line comes before anything else the parent does."""
+    i, j, pending, in_handler = state
+    if j < len(child):
+        if child[j] == "kill":
+            yield None, (1, "S"), (i, j + 1, pending + 1 if queued else 1, in_handler)
+        else:
+            yield child[j], (1, "S"), (i, j + 1, pending, in_handler)
+    if in_handler:
+        yield "sig", (0, "S"), (i, j, pending, False)
+    elif pending:
+        yield None, (0, "D"), (i, j, pending - 1 if queued else 0, True)
+    elif parent[i] == "wait":
+        if j == len(child):
+            yield None, (0, "S"), (i + 1, j, pending, False)
+    else:
+        yield parent[i], (0, "S"), (i + 1, j, pending, False)
+
+
 def signal_outputs(p: Params, queued: bool = False) -> frozenset[tuple[str, ...]]:
-    """Every output. A pending signal is delivered whenever the parent is alive and not already
-    in the handler (also while it is blocked in wait): delivery clears the pending bit, and the
-    handler's line is written later, after the child may have run on (and sent the signal
-    again, pending until the handler returns). wait returns only after the child has exited and
-    no signal is pending (the kernel delivers it on the way back to user mode)."""
+    """Every output: each schedule of the moves ``_signal_moves`` allows, explored with memoised
+    states. ``queued``: the misreading that every kill runs the handler once."""
     parent, child = _signal_events(p)
 
     @functools.cache
-    def go(i: int, j: int, pending: int, in_handler: bool) -> frozenset[tuple[str, ...]]:
-        if i == len(parent):
+    def go(state: SignalState) -> frozenset[tuple[str, ...]]:
+        if state[0] == len(parent):
             return frozenset({()})
         found: set[tuple[str, ...]] = set()
-        if j < len(child):
-            step = child[j]
-            if step == "kill":
-                found |= go(i, j + 1, pending + 1 if queued else 1, in_handler)
-            else:
-                found |= {(step, *r) for r in go(i, j + 1, pending, in_handler)}
-        if in_handler:
-            found |= {("sig", *r) for r in go(i, j, pending, False)}
-            return frozenset(found)
-        if pending:
-            found |= go(i, j, pending - 1 if queued else 0, True)
-        step = parent[i]
-        if step == "wait":
-            if j == len(child) and not pending:
-                found |= go(i + 1, j, pending, False)
-        else:
-            found |= {(step, *r) for r in go(i + 1, j, pending, False)}
+        for line, _, after in _signal_moves(parent, child, state, queued):
+            found |= {(line, *r) if line is not None else r for r in go(after)}
         return frozenset(found)
 
-    return go(0, 0, 0, False)
+    return go((0, 0, 0, False))
+
+
+def signal_witness(p: Params, output: tuple[str, ...]) -> list[tuple[int, str]]:
+    """The events of one schedule that prints ``output`` (a depth-first search of the same
+    moves), for a forced run; ValueError when none does."""
+    parent, child = _signal_events(p)
+
+    @functools.cache
+    def find(state: SignalState, printed: int) -> tuple[tuple[int, str], ...] | None:
+        if state[0] == len(parent):
+            return () if printed == len(output) else None
+        for line, event, after in _signal_moves(parent, child, state, False):
+            if line is not None and (printed == len(output) or output[printed] != line):
+                continue
+            rest = find(after, printed + (line is not None))
+            if rest is not None:
+                return (event, *rest)
+        return None
+
+    events = find((0, 0, 0, False), 0)
+    if events is None:
+        raise ValueError(f"no schedule prints {output!r}")
+    return list(events)
 
 
 def _merges(a: list, b: list):
@@ -588,8 +693,9 @@ def signal_outputs_by_merging(p: Params) -> frozenset[tuple[str, ...]]:
     """The second model, generate and test: for each number d of handler runs, place d
     (deliver, write "sig") pairs among the parent's own lines before its wait returns, merge the
     parent's sequence with the child's in every order, and keep the merges a replay accepts
-    (a delivery needs a pending signal, which a kill sets and the delivery clears; wait returns
-    only once the child is done and nothing is pending)."""
+    (a delivery needs a pending signal, which a kill sets and the delivery clears; the parent
+    takes no statement of its own while a signal is pending, nor between a delivery and the
+    handler's line; wait returns only once the child is done and nothing is pending)."""
     parent, child = _signal_events(p)
     own = [s for s in parent if s not in ("wait", "done")]
     found: set[tuple[str, ...]] = set()
@@ -604,9 +710,11 @@ def signal_outputs_by_merging(p: Params) -> frozenset[tuple[str, ...]]:
                         pending = True
                     elif step == "deliver":
                         ok, pending = ok and pending, False
-                    elif step == "return":
-                        ok = ok and left == 0 and not pending
-                    else:
+                    elif who == "P" and step != "sig" and pending:
+                        ok = False  # a pending signal comes before the parent's next statement
+                    if step == "return":
+                        ok = ok and left == 0
+                    elif step not in ("kill", "deliver", "return"):
                         out.append(step)
                     if not ok:
                         break
@@ -621,6 +729,14 @@ def _signals(p: Params, model=signal_outputs, queued: bool = False) -> list:
     return [min(counts), max(counts), len(every)]
 
 
+def _signal_runs(p: Params) -> RunCheck:
+    """The program, every output the model allows, and each of them forced from its witness."""
+    every = signal_outputs(p)
+    produce = tuple(actor_schedule(signal_witness(p, o), o, PRODUCE_TIMEOUT_MS) for o in sorted(every))
+    return RunCheck(_signal_program(p), frozenset(_text(o) for o in every), void=VOID_LINE, reaped=True,
+                    forced=Forcing(_signal_program(p, gated=True), produce))
+
+
 def _sample_signals(rng: np.random.Generator) -> Params:
     kills = draw_int(rng, 2, 4)
     return {"kills": kills, "child_says": sorted({draw_int(rng, 0, kills - 1) for _ in range(draw_int(rng, 0, 2))}),
@@ -630,9 +746,8 @@ def _sample_signals(rng: np.random.Generator) -> Params:
 SIGNALS = Template(
     name="signals_not_queued",
     category="processes",
-    question=lambda p: (f"```c\n{_signal_program(p)}```\n{STATED} The handler writes its line with one write(2) "
-                        "too. The parent blocks in wait until the child has exited; a signal that arrives "
-                        "meanwhile runs the handler and wait resumes (SA_RESTART)."),
+    question=lambda p: f"```c\n{_signal_program(p)}```\n{STATED} The handler writes its line with one write(2) "
+                       f"too. {SIGNAL_RULES}",
     fields=fixed(Field('the smallest number of "sig" lines the program can print', "int"),
                  Field('the largest number of "sig" lines the program can print', "int"),
                  Field("the number of different outputs the program can print", "int")),
@@ -643,7 +758,7 @@ SIGNALS = Template(
     sample=_sample_signals,
     measure=lambda p: float(p["kills"] + len(p["child_says"]) + p["parent_says"]),
     independent=lambda p: _signals(p, model=signal_outputs_by_merging),
-    runs=lambda p: RunCheck(_signal_program(p), frozenset(_text(o) for o in signal_outputs(p)), void=VOID_LINE),
+    runs=_signal_runs,
 )
 
 TEMPLATES: tuple[Template, ...] = (LINE_COUNT, ORDERINGS, FORK_MEMORY, SIGNALS)

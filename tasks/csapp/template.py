@@ -25,6 +25,7 @@ from gym_sysmath.exact import (
 )
 
 from .machine import f32
+from .schedules import Forcing
 from .task import CATEGORIES, Answer, CsappTask
 
 if TYPE_CHECKING:
@@ -93,6 +94,12 @@ class RunCheck:
     #: thread): such a run is void, never held against the model (``runs.run_problems`` bounds
     #: how many there may be).
     void: str | None = None
+    #: The same program gated to follow chosen schedules: every output the key calls possible
+    #: must be produced (``schedules``). None where the template states why it cannot force.
+    forced: Forcing | None = None
+    #: Run under a subreaper that reaps every orphan (fork programs): the program shown is the
+    #: textbook one, with no reaping of its own to change when a process ends.
+    reaped: bool = False
 
     def observed(self, stdout: str) -> str:
         """An output as ``allowed`` spells it (``VOID_RUN`` for a void run)."""

@@ -34,10 +34,14 @@ class Program:
     times: int = 1
     show: str | None = None
     stdin: str = ""
+    #: When given, the binary runs once per text here, that text on its stdin (``times`` and
+    #: ``stdin`` unused): a forced-schedule program, one schedule a run.
+    inputs: tuple[str, ...] = ()
 
     def spec(self) -> dict[str, Any]:
-        return {"files": dict(sorted(self.files.items())), "steps": [list(s) for s in self.steps],
+        spec = {"files": dict(sorted(self.files.items())), "steps": [list(s) for s in self.steps],
                 "run": list(self.run), "times": self.times, "show": self.show, "stdin": self.stdin}
+        return {**spec, "inputs": list(self.inputs)} if self.inputs else spec  # older keys unchanged
 
     @property
     def key(self) -> str:
@@ -45,9 +49,41 @@ class Program:
         return hashlib.sha256(dumps_exact(self.spec(), sort_keys=True).encode()).hexdigest()[:20]
 
 
-def single_file(source: str, *, times: int = 1, flags: Sequence[str] = CHECK_FLAGS) -> Program:
-    """A one-file C program built with ``flags``."""
-    return Program({"prog.c": source}, (("gcc", *flags, "-o", "prog", "prog.c", "-lm"),), times=times)
+#: The run harness of fork programs: a child subreaper (``PR_SET_CHILD_SUBREAPER``) that runs the
+#: program and reaps every process of its tree, orphans included, so the program itself needs no
+#: reaping of its own (which would change when its processes end) and leaves no zombie behind.
+#: Its status is the program's own.
+REAPER_C = r"""#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    int status, code = 126;
+    pid_t pid, child;
+    (void) argc;
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return 125;
+    child = fork();
+    if (child == 0) {
+        execv(argv[1], argv + 1);
+        _exit(127);
+    }
+    while ((pid = wait(&status)) > 0)
+        if (pid == child) code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return code;
+}
+"""
+
+
+def single_file(source: str, *, times: int = 1, flags: Sequence[str] = CHECK_FLAGS, reaped: bool = False,
+                inputs: Sequence[str] = ()) -> Program:
+    """A one-file C program built with ``flags``; ``reaped`` runs it under ``REAPER_C``, and
+    ``inputs`` runs it once per stdin text."""
+    build = ("gcc", *flags, "-o", "prog", "prog.c", "-lm")
+    if not reaped:
+        return Program({"prog.c": source}, (build,), times=times, inputs=tuple(inputs))
+    return Program({"prog.c": source, "reaper.c": REAPER_C}, (build, ("gcc", "-O1", "-o", "reaper", "reaper.c")),
+                   run=("./reaper", "./prog"), times=times, inputs=tuple(inputs))
 
 
 @dataclass(frozen=True)
@@ -105,8 +141,14 @@ def build_and_run(spec, d):
     if spec["show"]:
         with open(os.path.join(d, spec["show"])) as f:
             out["shown"] = f.read()
-    for _ in range(spec["times"]):
-        p = subprocess.run(spec["run"], cwd=d, input=spec["stdin"], capture_output=True, text=True, timeout=20)
+    for stdin in spec.get("inputs") or [spec["stdin"]] * spec["times"]:
+        try:
+            p = subprocess.run(spec["run"], cwd=d, input=stdin, capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired as err:  # a stalled run is a result, not the batch's end
+            stdout = err.stdout.decode(errors="replace") if isinstance(err.stdout, bytes) else (err.stdout or "")
+            out["outputs"].append(stdout + "<timed out>\n")
+            out["exit_codes"].append(-9)
+            continue
         out["outputs"].append(p.stdout)
         out["exit_codes"].append(p.returncode)
     return out
