@@ -11,6 +11,7 @@ signed test, ``sarl`` taken for the whole division, fall-through cases forgotten
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -24,14 +25,63 @@ if TYPE_CHECKING:
 
 Answer = list
 
-#: Directives that say nothing about what the code computes.
-_TRIMMED = (".cfi_", ".file", ".ident", ".globl", ".type", ".size", ".p2align", ".text", ".LFB", ".LFE",
-            '.section\t.note.GNU-stack', ".section\t.text")
+#: Directives that say nothing about what the code computes (the alignment directives included,
+#: as the prompt says). Section directives are never in this list: ``trim_assembly`` decides them.
+_TRIMMED = (".cfi_", ".file", ".ident", ".globl", ".type", ".size", ".p2align", ".balign", ".align", ".LFB",
+            ".LFE")
+
+#: Directives that change the section the following lines are assembled into.
+_SECTION_DIRECTIVE = re.compile(r"\.(?:text|data|bss|section|pushsection|popsection|previous)(?:\s|$)")
+
+#: (current section, previous section, the .pushsection stack): the assembler's section state.
+SectionState = tuple[str, str, tuple[tuple[str, str], ...]]
+
+#: The assembler starts in .text.
+_START: SectionState = (".text", ".text", ())
+
+
+def _after(state: SectionState, directive: str) -> SectionState:
+    """The section state after one section directive (GNU as: .section sets .previous's target)."""
+    current, previous, stack = state
+    word, *rest = directive.split(None, 1)
+    name = rest[0].split(",")[0].strip() if rest else current
+    if word in (".text", ".data", ".bss"):
+        return (word, current, stack)
+    if word == ".section":
+        return (name, current, stack)
+    if word == ".pushsection":
+        return (name, current, (*stack, (current, previous)))
+    if word == ".popsection":
+        return (*stack[-1], stack[:-1]) if stack else state
+    return (previous, current, stack)  # .previous
 
 
 def trim_assembly(text: str) -> str:
-    """``gcc -S`` output without debug-frame, symbol-type and alignment directives."""
-    kept = [line for line in text.splitlines() if line.strip() and not line.strip().startswith(_TRIMMED)]
+    """``gcc -S`` output without debug-frame, symbol-type and alignment directives.
+
+    Section directives stay wherever they change where the following shown lines go (a jump table
+    in ``.section .rodata``, then ``.text`` where the code resumes): a run of them is left out only
+    when it leaves the assembler's section state as it was at the last line shown (the first
+    ``.text``, since the assembler starts there; ``.note.GNU-stack`` at the end, which no shown
+    line follows)."""
+    kept: list[str] = []
+    pending: list[str] = []
+    raw = shown = _START
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if _SECTION_DIRECTIVE.match(stripped):
+            pending.append(line)
+            raw = _after(raw, stripped)
+            continue
+        if stripped.startswith(_TRIMMED):
+            continue
+        if raw != shown:
+            kept += pending
+            shown = raw
+        pending = []
+        kept.append(line)
     return "\n".join(kept)
 
 

@@ -41,20 +41,33 @@ def _link(*inputs: str) -> tuple[str, ...]:
 def linking_template(*, name: str, files: Callable[[Params], Files], steps: Callable[[Params], Steps],
                      fields: Sequence[Field], read: Callable[[Outputs], Answer], model: Callable[[Params], Answer],
                      wrong: tuple[WrongReading, ...], trap: Callable[[Params, Answer], None],
-                     draw_params: Callable[[np.random.Generator], Params], ask: str) -> Template:
-    """A template keyed by building ``files`` with ``steps`` (gcc/ar, then the link) and running it."""
+                     draw_params: Callable[[np.random.Generator], Params], ask: str, facts: str = "",
+                     confirm: Steps = ()) -> Template:
+    """A template keyed by building ``files`` with ``steps`` (gcc/ar, then the link) and running it.
+
+    ``facts`` states what the key depends on beyond the files, the commands and the linker's rules
+    the question is about (a compiler default, where gcc places the variables); ``confirm`` are
+    build steps, not shown, run after the link to check those facts on the files the build wrote
+    (they only read them): when one fails, the instance is refused, never keyed."""
 
     def program(p: Params) -> Program:
-        return Program(files(p), steps(p))
+        return Program(files(p), steps(p) + confirm)
 
     def reference(p: Params) -> Answer:
-        return read(compiled.outputs(program(p)))
+        ran = compiled.outputs(program(p))
+        link = len(steps(p)) - 1
+        if ran.failed_step is not None and ran.failed_step > link:
+            raise compiled.BuildError(f"{name}: the build contradicts what the prompt states: {confirm!r}")
+        if ran.failed_step is not None and ran.failed_step < link:
+            raise compiled.BuildError(f"{name}: build step {ran.failed_step} failed before the link")
+        return read(ran)
 
     def question(p: Params) -> str:
         shown = "\n\n".join(f"/* {n} */\n{text.rstrip()}" for n, text in files(p).items())
         commands = "\n".join("$ " + " ".join(step) for step in steps(p))
+        asked = f"{facts} {ask}" if facts else ask
         return (f"{shown}\n\nBuilt with gcc 12.2 and GNU ld on x86-64 Linux, in this order:\n{commands}\n"
-                f"$ ./prog\n\n{ask}")
+                f"$ ./prog\n\n{asked}")
 
     def trap_and_model(p: Params, key: Answer) -> None:
         require(key == model(p), "the toolchain's result must agree with the model of the linker")
@@ -101,6 +114,17 @@ def _overwrite(p: Params, *, separate: bool = False, truncates: bool = False) ->
     return [to_signed(v & 0xFFFF, 16), to_signed(v >> 16, 16)]
 
 
+#: COMMON_OVERWRITE's key depends on where a.c's variables lie; the prompt states it, and the build
+#: checks it (``_ADJACENT``).
+LAYOUT_STATED = ("at its default -O0 gcc keeps a file's globals in source order, so a.o's .data holds x and "
+                 "then y, each 2 bytes and 2-byte aligned, and the link keeps them together: in prog, y's "
+                 "address is x's address plus 2.")
+
+#: The check of COMMON_OVERWRITE's stated layout, on the linked program: y's address is x's plus 2.
+_ADJACENT = ("x=$(nm prog | sed -n 's/^\\([0-9a-f]*\\) [dD] x$/\\1/p'); "
+             "y=$(nm prog | sed -n 's/^\\([0-9a-f]*\\) [dD] y$/\\1/p'); "
+             'test -n "$x" && test -n "$y" && test $((0x$y - 0x$x)) -eq 2')
+
 COMMON_OVERWRITE = linking_template(
     name="common_overwrite",
     files=lambda p: {
@@ -117,6 +141,8 @@ COMMON_OVERWRITE = linking_template(
     draw_params=lambda rng: {"x": draw_int(rng, 1, 999), "y": draw_int(rng, 1, 999),
                              "v": draw_int(rng, 70_000, 2_000_000_000) * draw(rng, (1, -1))},
     ask="What does ./prog print?",
+    facts=f"Where the variables lie: {LAYOUT_STATED}",
+    confirm=(("sh", "-c", _ADJACENT),),
 )
 
 # --- static: one name, two variables ---------------------------------------------------------------
@@ -182,6 +208,7 @@ TENTATIVE_DEFINITIONS = linking_template(
                                           {"init_a": draw_int(rng, 1, 99), "init_b": None},
                                           {"init_a": None, "init_b": draw_int(rng, 1, 99)}))},
     ask="Does the link succeed, and if it does, what does ./prog print?",
+    facts="gcc 12 compiles with -fno-common unless -fcommon is given.",
 )
 
 # --- a double read through an extern long ------------------------------------------------------------
