@@ -2,7 +2,8 @@
 
     python -m gym_sysmath.tasks.csapp.build            # write tasks/csapp/tasks.json
     python -m gym_sysmath.tasks.csapp.build --check    # exit 1 if the shipped file is not current
-    python -m gym_sysmath.tasks.csapp.build --verify   # re-check every task (C in the sandbox); prints N/N
+    python -m gym_sysmath.tasks.csapp.build --verify   # re-check every task (C in the sandbox), 50 train
+                                                       # draws per template, the guessability table; N/N
 
 Every key in the file is executed here from the eval set's parameters; the build fails if any
 trap, distractor, category count or machine anchor does not hold. Machine and linking keys are
@@ -13,11 +14,13 @@ running the real toolchain in the sandbox; rebuild that first when their templat
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from pathlib import Path
 
 from ..generated import check_current
+from . import guessability
 from .catalog import EVAL_SET, TEMPLATES
 from .runs import check_runs
 from .task import CsappTask
@@ -25,6 +28,8 @@ from .taskfile import TASK_FILE, render_task_file
 from .template import BuildError, instantiate
 from .verify import machine_anchors, verify
 
+#: ``--verify``'s fresh train draws per template (each faces the same oracles as the eval tasks).
+TRAIN_DRAWS = 50
 CATEGORY_COUNTS = {"integers": 12, "floats": 10, "bits": 6, "memory": 6, "cache": 6, "machine": 10, "linking": 8,
                    "processes": 8, "vm": 8, "concurrency": 7}
 SOURCE_FILE = Path(__file__).with_name(TASK_FILE)
@@ -51,10 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", action="store_true", help="exit 1 if the task file differs from a fresh build")
     mode.add_argument("--verify", action="store_true", help="re-check every task in the task file independently")
     parser.add_argument("--output", type=Path, default=SOURCE_FILE, help="task file to write or check")
+    parser.add_argument("--train-draws", type=int, default=TRAIN_DRAWS, metavar="N",
+                        help=f"--verify: fresh train draws per template, same oracles (default {TRAIN_DRAWS})")
+    parser.add_argument("--guess-draws", type=int, default=guessability.DRAWS, metavar="N",
+                        help=f"train draws per template in the guessability audit (default {guessability.DRAWS})")
     args = parser.parse_args(argv)
 
     if args.verify:
-        verification = verify(None if args.output == SOURCE_FILE else args.output)
+        verification = verify(None if args.output == SOURCE_FILE else args.output, train=args.train_draws,
+                              guess_draws=args.guess_draws)
         print("\n".join(verification.lines()))
         return 0 if verification.ok else 1
 
@@ -62,13 +72,19 @@ def main(argv: list[str] | None = None) -> int:
     text = render_task_file(tasks)
     if args.check:
         return check_current(args.output, text, "python -m gym_sysmath.tasks.csapp.build")
-    reports = check_runs(tasks)  # the C of every model-keyed program, many runs in the sandbox
+    guesses = guessability.audit(args.guess_draws, jobs=min(4, os.cpu_count() or 1))
+    if guessability.offenders(guesses):
+        print("\n".join(guessability.lines(guesses)), file=sys.stderr)
+        return 1
+    reports = check_runs(tasks)  # the C of every model-keyed program, both ways, in the sandbox
     for report in reports:
         for problem in report.problems:
             print(f"FAIL {report.task_id}: {problem}", file=sys.stderr)
     if any(report.problems for report in reports):
         return 1
-    print(f"ran {len(reports)} programs {sum(r.runs for r in reports)} times in the sandbox: every output allowed")
+    print(f"ran {len(reports)} programs {sum(r.runs for r in reports)} times in the sandbox: every output allowed; "
+          f"forced {sum(r.forced for r in reports)} allowed outputs, all printed; "
+          f"{sum(r.refuted for r in reports)} impossible ones could not be forced")
     args.output.write_text(text, encoding="utf-8")
     print(f"wrote {len(EVAL_SET)} tasks to {args.output}")
     return 0

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .catalog import TEMPLATES
+from .schedules import batches, split_batches
 from .task import CsappTask
 from .template import VOID_RUN, RunCheck
 from .toolchain import Program, ProgramResult, ToolchainError, run_programs, single_file
@@ -48,8 +49,8 @@ def programs_of(check: RunCheck) -> list[Program]:
     plain = single_file(check.source, times=check.runs, reaped=check.reaped)
     if check.forced is None:
         return [plain]
-    schedules = (*check.forced.produce, *check.forced.refute)
-    return [plain, single_file(check.forced.source, reaped=check.reaped, inputs=[s.stdin for s in schedules])]
+    inputs = batches(check.forced.produce, check.forced.refute)
+    return [plain, single_file(check.forced.source, reaped=check.reaped, inputs=inputs)]
 
 
 def run_problems(check: RunCheck, result: ProgramResult, forced: ProgramResult | None = None) -> list[str]:
@@ -87,7 +88,7 @@ def _forced_problems(check: RunCheck, forced: ProgramResult, problems: list[str]
     """Read the forced runs: append what is wrong to ``problems``, return the outputs produced."""
     assert check.forced is not None
     produce, refute = check.forced.produce, check.forced.refute
-    outcomes = list(zip(forced.outputs, forced.exit_codes, strict=True))
+    outcomes = split_batches(forced.outputs)
     if len(outcomes) != len(produce) + len(refute):
         problems.append(f"{len(outcomes)} forced runs came back for {len(produce) + len(refute)} schedules")
         return set()
@@ -109,10 +110,18 @@ def _forced_problems(check: RunCheck, forced: ProgramResult, problems: list[str]
     return produced
 
 
-def check_runs(tasks: Iterable[CsappTask], lease: Any = None) -> list[RunReport]:
+#: Plain runs per train draw (``check_runs(plain_runs=...)``): the forced schedules carry the
+#: allowed-to-produced direction, so many draws with fewer runs each see more programs for the time.
+TRAIN_PLAIN_RUNS = 40
+
+
+def check_runs(tasks: Iterable[CsappTask], lease: Any = None, *, plain_runs: int | None = None) -> list[RunReport]:
     """Run every task whose template has a ``RunCheck`` (a sandbox job per ``BATCH`` of them):
-    its plain runs and its forced schedules."""
+    its plain runs (``plain_runs`` of them instead of the check's own count, if given) and its
+    forced schedules."""
     checks = [(task, runs(task.params)) for task in tasks if (runs := TEMPLATES[task.template].runs) is not None]
+    if plain_runs is not None:
+        checks = [(task, replace(check, runs=plain_runs)) for task, check in checks]
     programs = [programs_of(c) for _, c in checks]
     flat = [program for group in programs for program in group]
     results: list[ProgramResult] = []

@@ -37,15 +37,16 @@ STUCK_LINE = "gate: the schedule cannot be followed"
 #: schedule that must be followed (produce) gets long, one that must not (refute) short, since
 #: only a completed run is evidence there.
 PRODUCE_TIMEOUT_MS = 5000
-REFUTE_TIMEOUT_MS = 300
+REFUTE_TIMEOUT_MS = 100
 
 GATE_C = r"""
 /* --- the schedule gate (forced runs only; never part of the program a question shows) --- */
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #define GATE_MAX 1024
@@ -53,6 +54,7 @@ GATE_C = r"""
 struct gate_shared {
     volatile int pos;               /* the next event of the schedule */
     volatile int busy;              /* line mode: a process is writing the line at pos */
+    volatile int stuck;             /* a process gave up: the others stop waiting too */
     int n, timeout_ms, line_mode;
     int actors[GATE_MAX];           /* actor mode: who takes event k */
     char kinds[GATE_MAX];           /* actor mode: 'D' a signal delivery, 'S' a step */
@@ -70,6 +72,7 @@ static long gate_now_ms(void)
 static void gate_stuck(void)
 {
     static const char line[] = "GATE_STUCK_LINE\n";
+    if (__atomic_exchange_n(&gate_->stuck, 1, __ATOMIC_ACQ_REL)) _exit(GATE_STUCK_STATUS);  /* said once */
     if (write(1, line, sizeof line - 1) < 0) _exit(GATE_STUCK_STATUS);
     _exit(GATE_STUCK_STATUS);
 }
@@ -77,26 +80,23 @@ static void gate_stuck(void)
 /* Wait a little; give up once the schedule has not moved for timeout_ms. */
 static void gate_idle(int seen, int *last, long *since)
 {
+    if (__atomic_load_n(&gate_->stuck, __ATOMIC_ACQUIRE)) gate_stuck();
     if (seen != *last) {
         *last = seen;
         *since = gate_now_ms();
     } else if (gate_now_ms() - *since > gate_->timeout_ms) {
         gate_stuck();
     }
-    sched_yield();
+    struct timespec nap = {0, 20000};  /* 20 us: a waiting process leaves the cores to the one whose turn it is */
+    nanosleep(&nap, NULL);
 }
 
-__attribute__((constructor)) static void gate_open(void)
+/* One schedule (its header line, then an event a line) into the shared state, reset first. */
+static void gate_load(char *text)
 {
-    static char text[GATE_MAX * (GATE_LINE + 8)];
-    size_t got = 0;
-    ssize_t r;
-    gate_ = mmap(NULL, sizeof *gate_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (gate_ == MAP_FAILED) _exit(GATE_STUCK_STATUS);
-    while (got < sizeof text - 1 && (r = read(0, text + got, sizeof text - 1 - got)) > 0) got += (size_t) r;
-    text[got] = 0;
     char *save = NULL, *line = strtok_r(text, "\n", &save);
-    if (!line) _exit(GATE_STUCK_STATUS);
+    memset(gate_, 0, sizeof *gate_);
+    if (!line || !strchr(line, ' ')) _exit(GATE_STUCK_STATUS);
     gate_->line_mode = strncmp(line, "lines ", 6) == 0;
     gate_->timeout_ms = atoi(strchr(line, ' ') + 1);
     while ((line = strtok_r(NULL, "\n", &save)) && gate_->n < GATE_MAX) {
@@ -108,6 +108,42 @@ __attribute__((constructor)) static void gate_open(void)
         }
         gate_->n++;
     }
+}
+
+/* Before main: read the schedule. A batch ("batch", then schedules each ended by a line "=")
+   runs main once per schedule, each in a fresh child forked before main has run (so from the
+   program's initial state), and reaps that child's whole tree (a child subreaper) before it
+   writes the run's separator, GATE_SEPARATOR and the status, and takes the next schedule. */
+__attribute__((constructor)) static void gate_open(void)
+{
+    static char text[1 << 18];
+    size_t got = 0;
+    ssize_t r;
+    gate_ = mmap(NULL, sizeof *gate_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (gate_ == MAP_FAILED) _exit(GATE_STUCK_STATUS);
+    while (got < sizeof text - 1 && (r = read(0, text + got, sizeof text - 1 - got)) > 0) got += (size_t) r;
+    text[got] = 0;
+    if (strncmp(text, "batch\n", 6) != 0) {
+        gate_load(text);
+        return;
+    }
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) _exit(GATE_STUCK_STATUS);
+    for (char *next = text + 6; *next;) {
+        char *end = strstr(next, "\n=\n");
+        if (end) end[1] = 0;
+        gate_load(next);
+        pid_t child = fork();
+        if (child == 0) return;  /* this schedule's run of main */
+        int status, code = 126;
+        pid_t pid;
+        while ((pid = wait(&status)) > 0)
+            if (pid == child) code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        char sep[32];
+        if (write(1, sep, snprintf(sep, sizeof sep, "GATE_SEPARATOR%d\n", code)) < 0) _exit(1);
+        if (!end) break;
+        next = end + 3;
+    }
+    _exit(0);
 }
 
 /* line mode: write `text` (len bytes, ending in a newline) when it is the schedule's next line */
@@ -170,7 +206,8 @@ static void gate_deliver(int k)
 
 static void gate_delivered(void) { gate_done(); }
 /* --- end of the gate --- */
-""".replace("GATE_STUCK_LINE", STUCK_LINE).replace("GATE_STUCK_STATUS", str(STUCK_STATUS))
+""".replace("GATE_STUCK_LINE", STUCK_LINE).replace("GATE_STUCK_STATUS", str(STUCK_STATUS)).replace(
+    "GATE_SEPARATOR", "\\036gate-run ")
 
 #: The gated say(): in line mode, the line waits for its turn (replaces the prelude's say).
 GATED_SAY = ("#define say(...) do { char line_[64]; "
@@ -195,6 +232,36 @@ def actor_schedule(events: Sequence[tuple[int, str]], output: Sequence[str], tim
     """Force a model's witness (actor mode): ``events`` are (actor, 'S' or 'D') in order."""
     return Schedule(f"actors {timeout_ms}\n" + "".join(f"{actor} {kind}\n" for actor, kind in events),
                     "".join(f"{line}\n" for line in output))
+
+
+#: Between the runs of a batch, with the run's exit status after it (an ASCII record separator
+#: first: no say() line holds one).
+SEPARATOR = "\x1egate-run "
+#: Schedules per batch (one run of the gated binary), so that a batch stays well inside the
+#: runner's 20 s per run: a schedule to produce takes milliseconds, one to refute its timeout.
+PRODUCE_BATCH = 150
+REFUTE_BATCH = 40
+
+
+def batches(produce: Sequence[Schedule], refute: Sequence[Schedule]) -> list[str]:
+    """The stdin texts of the batches that run ``produce`` then ``refute``, in order."""
+    out = []
+    for group, size in ((produce, PRODUCE_BATCH), (refute, REFUTE_BATCH)):
+        for start in range(0, len(group), size):
+            out.append("batch\n" + "=\n".join(s.stdin for s in group[start:start + size]) + "=\n")
+    return out
+
+
+def split_batches(stdouts: Sequence[str]) -> list[tuple[str, int]]:
+    """Each run's (stdout, exit status), in schedule order, from the batches' stdouts; a batch
+    cut short (killed, timed out) gives fewer runs, never a made-up one."""
+    runs = []
+    for rest in stdouts:
+        while SEPARATOR in rest:
+            out, _, rest = rest.partition(SEPARATOR)
+            status, _, rest = rest.partition("\n")
+            runs.append((out, int(status) if status.isdigit() else -1))
+    return runs
 
 
 @dataclass(frozen=True)

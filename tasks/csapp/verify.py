@@ -8,9 +8,14 @@ JSON text (the ``ANSWER:`` channel) bit for bit; the distractors differ from it;
 
 Then the real toolchain, in the sandbox: every task whose question is C code is compiled with the
 image's gcc and run, and must print its key (a machine or linking task is rebuilt from its files
-and must reproduce ``compiled.json`` exactly; a task with a ``RunCheck`` must print only outputs
-its model allows); and every task whose key comes from a model must agree with the template's
-second, independently written model.
+and must reproduce ``compiled.json`` exactly; a task with a ``RunCheck`` is checked both ways:
+every output its runs print is allowed, and every output its key calls possible is printed, by
+a plain run or forced by a schedule, ``schedules``); and every task whose key comes from a
+model must agree with the template's second, independently written model.
+
+The same oracles then face fresh train draws of every template (``train``: RL trains there, so a
+wrong train key is a wrong reward), and the guessability audit says how well a constant answers
+each field (``guessability``).
 """
 
 from __future__ import annotations
@@ -19,20 +24,25 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from gym_sysmath.exact import dumps_exact, exact_equal, is_json_primitive_list, loads_exact
 
-from . import compiled, cprint
+from . import compiled, cprint, guessability
 from .answers import parse_answer_value, reference_code
 from .catalog import TEMPLATES
 from .machine import CacheGeometry, ctype, misses, simulate, struct_layout
-from .runs import run_problems
+from .runs import TRAIN_PLAIN_RUNS, run_problems
+from .runs import programs_of as programs_of_check
 from .task import CsappTask
 from .taskfile import load_tasks
 from .template import BuildError, instantiate
-from .toolchain import Program, ProgramResult, result_record, run_programs, single_file
+from .toolchain import Program, ProgramResult, result_record, run_programs
+from .train import sample_from
 
 _HASH_SEEDS = ("1", "2")
 
@@ -57,10 +67,22 @@ class VerifyReport:
     #: Tasks with a second model, and how many agreed with the key.
     second_models: int = 0
     second_passed: int = 0
+    #: Outputs forced (every one a key calls possible) and refuted (called impossible), eval and
+    #: train together (``schedules``).
+    forced: int = 0
+    refuted: int = 0
+    #: Fresh train draws checked by the same oracles (real program, forced schedules, second
+    #: model), and those that failed.
+    train_total: int = 0
+    train_failures: tuple[TaskFailure, ...] = ()
+    #: The guessability audit (``guessability.lines``), and whether a field offends.
+    guess_lines: tuple[str, ...] = ()
+    guess_offends: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.passed == self.total and not self.anchor_failures
+        return (self.passed == self.total and not self.anchor_failures and not self.train_failures
+                and not self.guess_offends)
 
     def summary(self) -> str:
         return f"{self.passed}/{self.total}"
@@ -69,9 +91,16 @@ class VerifyReport:
         """What a CLI prints: one line per problem, the toolchain and second-model counts, then
         the ``passed/total`` count."""
         out = [f"FAIL {f.task_id}: {problem}" for f in self.failures for problem in f.problems]
+        out += [f"FAIL train {f.task_id}: {problem}" for f in self.train_failures for problem in f.problems]
         out += [f"FAIL machine anchor: {anchor}" for anchor in self.anchor_failures]
+        out += list(self.guess_lines)
         out.append(f"C compiled and run in the sandbox (gcc): {self.c_passed}/{self.c_programs} tasks print their key")
+        out.append(f"schedules, both ways: {self.forced} outputs a key calls possible were forced and printed, "
+                   f"{self.refuted} it calls impossible could not be forced")
         out.append(f"second, independent model: {self.second_passed}/{self.second_models} tasks agree")
+        if self.train_total:
+            out.append(f"train draws checked by the same oracles: {self.train_total - len(self.train_failures)}/"
+                       f"{self.train_total} agree")
         return [*out, self.summary()]
 
 
@@ -199,24 +228,36 @@ def _second_model(task: CsappTask) -> list[str] | None:
     return []
 
 
-def program_of(task: CsappTask) -> tuple[Program, Any] | None:
-    """The C the task's question shows, built as the toolchain check runs it, or None."""
+def programs_of(task: CsappTask, plain_runs: int | None = None) -> tuple[list[Program], Any] | None:
+    """The C the task's question shows, built as the toolchain check runs it (with its forced
+    build, for a ``RunCheck`` that forces; ``plain_runs`` instead of its own count of plain
+    runs), and the check; None for a task without C."""
     template = TEMPLATES.get(task.template)
     if template is None:
         return None
     family = compiled.FAMILIES.get(task.template)
     if family is not None:
-        return family.program(task.params), None
+        return [family.program(task.params)], None
     check = template.runs(task.params) if template.runs is not None else cprint.run_check(
         template, task.params, task.answer)
     if check is None:
         return None
-    return single_file(check.source, times=check.runs), check
+    if plain_runs is not None and template.runs is not None:
+        check = replace(check, runs=plain_runs)
+    return programs_of_check(check), check
 
 
-def _toolchain_problems(task: CsappTask, program: Program, check: Any, result: ProgramResult) -> list[str]:
-    if check is not None:  # a RunCheck: every output must be one the model allows
-        return run_problems(check, result)
+def program_of(task: CsappTask) -> tuple[Program, Any] | None:
+    """The task's C program (the plain one, without a forced build) and its check, or None."""
+    built = programs_of(task)
+    return None if built is None else (built[0][0], built[1])
+
+
+def _toolchain_problems(task: CsappTask, programs: list[Program], check: Any,
+                        results: list[ProgramResult]) -> list[str]:
+    if check is not None:  # a RunCheck: both ways, every output allowed and every allowed one printed
+        return run_problems(check, *results)
+    program, result = programs[0], results[0]
     fresh = result_record(result)
     try:
         stored = compiled.outputs(program)
@@ -238,44 +279,102 @@ def _toolchain_problems(task: CsappTask, program: Program, check: Any, result: P
     return problems
 
 
-def verify(path: str | os.PathLike[str] | None = None, *, lease: Any = None) -> VerifyReport:
-    """Re-check every task of the shipped file (or of ``path``) independently; the C programs
-    run in a sandbox container (``lease``, or a fresh Docker sandbox)."""
-    tasks = load_tasks(path)
-    runs, run_error = _fresh_runs(None if path is None else os.fspath(path))
-    built = {task.task_id: p for task in tasks if (p := program_of(task)) is not None}
+@dataclass
+class _OracleCounts:
+    c_programs: int = 0
+    c_passed: int = 0
+    second_models: int = 0
+    second_passed: int = 0
+    forced: int = 0
+    refuted: int = 0
+
+
+def _oracle_problems(tasks: Sequence[CsappTask], lease: Any, counts: _OracleCounts,
+                     plain_runs: int | None = None) -> dict[str, list[str]]:
+    """Each task's problems by the oracles that do not read the task file: its C in the sandbox
+    (both ways for a ``RunCheck``, with ``plain_runs`` plain runs if given) and the template's
+    second model."""
+    built = {task.task_id: b for task in tasks if (b := programs_of(task, plain_runs)) is not None}
+    flat = [program for programs, _ in built.values() for program in programs]
     toolchain_error = None
-    results: dict[str, ProgramResult] = {}
+    results: dict[str, list[ProgramResult]] = {}
     try:
-        ran = run_programs([program for program, _ in built.values()], lease)
-        results = dict(zip(built, ran, strict=True))
+        ran = iter(run_programs(flat, lease))
+        results = {task_id: [next(ran) for _ in programs] for task_id, (programs, _) in built.items()}
     except Exception as err:  # the sandbox failed: every C check fails, none passes silently
         toolchain_error = f"the sandbox toolchain run failed: {type(err).__name__}: {err}"
+    out: dict[str, list[str]] = {}
+    for task in tasks:
+        problems: list[str] = []
+        if task.task_id in built:
+            programs, check = built[task.task_id]
+            c_problems = ([toolchain_error] if toolchain_error
+                          else _toolchain_problems(task, programs, check, results[task.task_id]))
+            counts.c_programs += 1
+            counts.c_passed += not c_problems
+            if check is not None and check.forced is not None and not c_problems:
+                counts.forced += len(check.forced.produce)
+                counts.refuted += len(check.forced.refute)
+            problems += c_problems
+        second = _second_model(task)
+        if second is not None:
+            counts.second_models += 1
+            counts.second_passed += not second
+            problems += second
+        out[task.task_id] = problems
+    return out
+
+
+def train_draws(per_template: int, seed: int = 0) -> list[CsappTask]:
+    """``per_template`` fresh train draws of every template, drawn as the train split draws them
+    (distinct ids only: a template with a small pool gives fewer)."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, CsappTask] = {}
+    for template in TEMPLATES.values():
+        for _ in range(per_template):
+            task = sample_from(rng, template)
+            out.setdefault(task.task_id, task)
+    return list(out.values())
+
+
+def verify(path: str | os.PathLike[str] | None = None, *, lease: Any = None, train: int = 0,
+           guess_draws: int = 0) -> VerifyReport:
+    """Re-check every task of the shipped file (or of ``path``) independently; the C programs
+    run in a sandbox container (``lease``, or a fresh Docker sandbox). With ``train``, that many
+    fresh train draws per template face the same oracles; with ``guess_draws``, the
+    guessability audit runs over that many draws per template."""
+    tasks = load_tasks(path)
+    runs, run_error = _fresh_runs(None if path is None else os.fspath(path))
+    counts = _OracleCounts()
+    oracle = _oracle_problems(tasks, lease, counts)
     failures = []
-    c_passed = second_models = second_passed = 0
     for task in tasks:
         problems = _check_task(task, runs)
         if run_error:
             problems.append(run_error)
-        if task.task_id in built:
-            program, check = built[task.task_id]
-            c_problems = ([toolchain_error] if toolchain_error
-                          else _toolchain_problems(task, program, check, results[task.task_id]))
-            c_passed += not c_problems
-            problems += c_problems
-        second = _second_model(task)
-        if second is not None:
-            second_models += 1
-            second_passed += not second
-            problems += second
+        problems += oracle[task.task_id]
         if problems:
             failures.append(TaskFailure(task.task_id, tuple(problems)))
+    train_failures: list[TaskFailure] = []
+    drawn = train_draws(train) if train else []
+    if drawn:
+        train_counts = _OracleCounts()
+        for task_id, problems in _oracle_problems(drawn, lease, train_counts, TRAIN_PLAIN_RUNS).items():
+            if problems:
+                train_failures.append(TaskFailure(task_id, tuple(problems)))
+        counts.forced += train_counts.forced
+        counts.refuted += train_counts.refuted
+    guesses = guessability.audit(guess_draws, jobs=min(4, os.cpu_count() or 1)) if guess_draws else []
     return VerifyReport(
         total=len(tasks),
         passed=len(tasks) - len(failures),
         failures=tuple(failures),
         anchor_failures=tuple(machine_anchors()),
-        c_programs=len(built), c_passed=c_passed, second_models=second_models, second_passed=second_passed,
+        c_programs=counts.c_programs, c_passed=counts.c_passed, second_models=counts.second_models,
+        second_passed=counts.second_passed, forced=counts.forced, refuted=counts.refuted,
+        train_total=len(drawn), train_failures=tuple(train_failures),
+        guess_lines=tuple(guessability.lines(guesses)) if guesses else (),
+        guess_offends=bool(guessability.offenders(guesses)),
     )
 
 
