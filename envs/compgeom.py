@@ -11,7 +11,7 @@ import numpy as np
 
 from gym_sysmath.actions import Reply
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
-from gym_sysmath.filters import filter_names
+from gym_sysmath.filters import TaskFilter
 from gym_sysmath.sandbox import ExecutionResult, ExecutionStatus, Job, Limits, Sandbox, SandboxError
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.cases import train_cases
@@ -99,6 +99,10 @@ class CompGeomEnv(SysmathEnv):
     ## Starting State
     `reset(seed=..., options=...)`: `options` may carry `task_id`, `primitive` or `language`.
     On the train split the reset also draws the episode's hidden cases from the env's RNG.
+    The filters (`primitives`, `languages`; `primitive` and `language` as reset options)
+    restrict everything alike: `task_ids`, `export`, `eval`, the draws of both splits and the
+    `task_id`s reset accepts (one they exclude is a `ValueError` naming the filter). A reset
+    option narrows the env's own filter for that reset only and cannot widen it.
 
     ## Episode End
     Terminated on a submission, or when the `max_turns`-th code action is graded directly.
@@ -155,7 +159,8 @@ class CompGeomEnv(SysmathEnv):
 
     family = "compgeom"
     default_max_turns = 8
-    reset_options = ("task_id", "primitive", "language")
+    filters = (TaskFilter("primitives", "primitive", compgeom.PRIMITIVES, option="primitive", option_many=False),
+               TaskFilter("languages", "language", compgeom.LANGUAGES, option="language", option_many=False))
     splits = ("eval", "train")
     default_limits = RUN_LIMITS
 
@@ -168,8 +173,7 @@ class CompGeomEnv(SysmathEnv):
             raise ValueError(f"performance_weight must be >= 0, got {performance_weight}")
         if performance_weight > 0 and not PERFORMANCE_REWARD_SAFE:
             raise ValueError(PERFORMANCE_REWARD_REFUSED)
-        self._tasks = {task.task_id: task for task in compgeom.load_tasks(filter_names("primitives", primitives),
-                                                                          filter_names("languages", languages))}
+        self._tasks = {task.task_id: task for task in compgeom.load_tasks()}
         self.performance_weight = float(performance_weight)
         self.measure_performance = measure_performance or self.performance_weight > 0
         if self.measure_performance and sandbox == "process":  # else every correct answer is a scoring_error
@@ -181,24 +185,22 @@ class CompGeomEnv(SysmathEnv):
         self._hidden: tuple[compgeom.Case, ...] = ()  # the episode's hidden cases (host side only)
         self._stdin_cache: dict[tuple[str, str], str] = {}
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
-                         limits=limits, render_mode=render_mode)
+                         limits=limits, render_mode=render_mode,
+                         filters={"primitives": primitives, "languages": languages})
 
-    @property
-    def task_ids(self) -> tuple[str, ...]:
-        return () if self.split == "train" else tuple(self._tasks)
+    def _eval_ids(self) -> tuple[str, ...]:
+        return tuple(self._tasks)
+
+    def _filter_value(self, task_id: str, key: str) -> str:
+        return str(getattr(self._tasks[task_id], key))
 
     @property
     def current_task(self) -> compgeom.CompGeomTask | None:
         return self._current
 
     def _select_task(self, options: Mapping[str, Any]) -> Task:
-        if "task_id" in options:
-            chosen = self._lookup(self._tasks, options["task_id"])
-        else:
-            ids = [task_id for task_id, task in self._tasks.items()
-                   if options.get("primitive") in (None, task.primitive)
-                   and options.get("language") in (None, task.language)]
-            chosen = self._tasks[self._choose(ids)]
+        # both splits start from one of the served tasks; the train split draws its hidden cases
+        chosen = self._tasks[self._eval_task_for_reset(options, self._reset_filters(options))]
         self._current = chosen
         self._candidate = None
         self._public = None

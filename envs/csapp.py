@@ -10,6 +10,7 @@ from gym_sysmath.actions import Reply
 from gym_sysmath.answers import choose_answer, unwrap
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.exact import answer_matches, exact_equal, is_json_primitive_list
+from gym_sysmath.filters import TaskFilter
 from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import csapp
 from gym_sysmath.verdicts import Grade, Verdict
@@ -64,6 +65,11 @@ class CsappExactEnv(SysmathEnv):
     `task_id`, `categories` (`gym_sysmath.tasks.csapp.CATEGORIES`) or `difficulty` (easy,
     medium, hard: see `gym_sysmath.tasks.csapp.difficulty`); `info["difficulty"]` is the task's
     level. `gym_sysmath.curriculum.Curriculum` raises the level as the success rate climbs.
+    The filters (`categories`, `difficulty`) restrict everything alike: `task_ids`, `export`,
+    `eval`, the draws of both splits and the `task_id`s reset accepts (one they exclude is a
+    `ValueError` naming the filter). A filter given as a reset option narrows the env's own for
+    that reset only and cannot widen it; a filter that leaves no eval task is a `ValueError`
+    at `gym.make` (on the eval split).
 
     ## Episode End
     Terminated after a final action or the `max_turns`-th tool turn. Truncated, with
@@ -85,7 +91,7 @@ class CsappExactEnv(SysmathEnv):
     - `split`: `"eval"` (the fixed set, default) or `"train"` (fresh procedural variants; for
       assembly and linking, drawn from a pool compiled at build time).
     - `categories`: restrict tasks to these categories.
-    - `difficulty`: restrict tasks to this level (a reset option overrides it).
+    - `difficulty`: restrict tasks to this level (a reset option may narrow, not widen, the filters).
     - `max_turns`: tool turns allowed (default 5).
     - `tasks_path`: a forked task file to load instead of the shipped one.
     - `sandbox`: `"docker"` (default) or `"process"` (opt-in, weaker isolation).
@@ -104,39 +110,35 @@ class CsappExactEnv(SysmathEnv):
 
     family = "csapp"
     default_max_turns = 5
-    reset_options = ("task_id", "categories", "difficulty")
+    filters = (TaskFilter("categories", "category", csapp.CATEGORIES),
+               TaskFilter("difficulty", "difficulty", csapp.LEVELS, many=False))
 
     def __init__(self, *, split: str = "eval", categories: tuple[str, ...] | list[str] | None = None,
                  max_turns: int | None = None, tasks_path: str | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, limits: Limits | None = None,
                  render_mode: str | None = None, difficulty: str | None = None):
-        self.categories = csapp.check_categories(categories)
-        self.difficulty = None if difficulty is None else csapp.check_level(difficulty)
         self._tasks = {task.task_id: task for task in csapp.load_tasks(tasks_path)}
         self._current: csapp.CsappTask | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
-                         limits=limits, render_mode=render_mode)
+                         limits=limits, render_mode=render_mode,
+                         filters={"categories": categories, "difficulty": difficulty})
+        self.categories: tuple[str, ...] | None = self.applied_filters.get("categories")
+        self.difficulty: str | None = self.applied_filters.get("difficulty", (None,))[0]
 
-    @property
-    def task_ids(self) -> tuple[str, ...]:
-        if self.split == "train":
-            return ()
-        return tuple(task_id for task_id, task in self._tasks.items()
-                     if self.categories is None or task.category in self.categories)
+    def _eval_ids(self) -> tuple[str, ...]:
+        return tuple(self._tasks)
+
+    def _filter_value(self, task_id: str, key: str) -> str:
+        task = self._tasks[task_id]
+        return csapp.task_level(task) if key == "difficulty" else getattr(task, key)
 
     def _select_task(self, options: Mapping[str, Any]) -> Task:
-        categories = csapp.check_categories(options.get("categories")) or self.categories
-        wanted = options.get("difficulty", self.difficulty)
-        level = None if wanted is None else csapp.check_level(wanted)
-        if "task_id" in options:
-            chosen = self._lookup(self._tasks, options["task_id"])
-        elif self.split == "train":
-            chosen = csapp.sample_task(self.np_random, categories, difficulty=level)
+        wanted = self._reset_filters(options)
+        if self.split == "train" and "task_id" not in options:
+            level = wanted.get("difficulty", (None,))[0]
+            chosen = csapp.sample_task(self.np_random, wanted.get("categories"), difficulty=level)
         else:
-            ids = [task_id for task_id in self.task_ids if (categories is None
-                   or self._tasks[task_id].category in categories)
-                   and (level is None or csapp.task_level(self._tasks[task_id]) == level)]
-            chosen = self._tasks[self._choose(ids)]
+            chosen = self._tasks[self._eval_task_for_reset(options, wanted)]
         self._current = chosen
         return Task(
             task_id=chosen.task_id,

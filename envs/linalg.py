@@ -7,7 +7,7 @@ from typing import Any
 
 from gym_sysmath.actions import Reply
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
-from gym_sysmath.filters import filter_names
+from gym_sysmath.filters import TaskFilter
 from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import linalg
 from gym_sysmath.verdicts import Grade, Verdict
@@ -45,6 +45,11 @@ class LinearAlgebraEnv(SysmathEnv):
 
     ## Starting State
     `reset(seed=..., options=...)`: `options` may carry `task_id`, `difficulty`, `topics`.
+    The filters (`difficulty`, `topics`) restrict everything alike: `task_ids`, `export`,
+    `eval`, the draws of both splits and the `task_id`s reset accepts (one they exclude is a
+    `ValueError` naming the filter). A filter given as a reset option narrows the env's own for
+    that reset only and cannot widen it; a filter that leaves no eval task is a `ValueError`
+    at `gym.make` (on the eval split).
 
     ## Episode End
     Terminated after a final action (single-turn by default). Truncated with a
@@ -63,7 +68,7 @@ class LinearAlgebraEnv(SysmathEnv):
     | `limits` | `Optional[Limits]` | 20 s wall per turn | limits of each tool turn |
 
     - `split`: `"eval"` (default, the fixed 78) or `"train"` (unlimited seeded problems).
-    - `difficulty`, `topics`: filters.
+    - `difficulty`, `topics`: filters (above, Starting State).
     - `max_turns`: 1 (default) disables tool turns.
     - `sandbox`: backend for tool turns.
     - `limits`: a `gym_sysmath.sandbox.Limits` for each tool turn (default: 20 s wall clock; the
@@ -82,19 +87,19 @@ class LinearAlgebraEnv(SysmathEnv):
 
     family = "linalg"
     default_max_turns = 1
-    reset_options = ("task_id", "difficulty", "topics")
+    filters = (TaskFilter("difficulty", "difficulty", linalg.DIFFICULTIES, many=False),
+               TaskFilter("topics", "topic", linalg.TOPICS))
 
     def __init__(self, *, split: str = "eval", difficulty: str | None = None,
                  topics: Sequence[str] | None = None, max_turns: int | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, limits: Limits | None = None,
                  render_mode: str | None = None):
-        self.difficulty = difficulty
-        self.topics = filter_names("topics", topics) or None
-        self._problems = {p.problem_id: p for p in linalg.load_problems(difficulty=difficulty, topics=self.topics)}
         self._all = {p.problem_id: p for p in linalg.load_problems()}
         self._problem: linalg.LinalgProblem | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
-                         limits=limits, render_mode=render_mode)
+                         limits=limits, render_mode=render_mode, filters={"difficulty": difficulty, "topics": topics})
+        self.difficulty: str | None = self.applied_filters.get("difficulty", (None,))[0]
+        self.topics: tuple[str, ...] | None = self.applied_filters.get("topics")
 
     @property
     def current_task(self) -> linalg.LinalgProblem | None:
@@ -104,20 +109,19 @@ class LinearAlgebraEnv(SysmathEnv):
     def _needs_sandbox(self) -> bool:
         return self.max_turns > 1
 
-    @property
-    def task_ids(self) -> tuple[str, ...]:
-        return () if self.split == "train" else tuple(self._problems)
+    def _eval_ids(self) -> tuple[str, ...]:
+        return tuple(self._all)
+
+    def _filter_value(self, task_id: str, key: str) -> str:
+        return str(getattr(self._all[task_id], key))
 
     def _select_task(self, options: Mapping[str, Any]) -> Task:
-        difficulty = options.get("difficulty", self.difficulty)
-        topics = filter_names("topics", options["topics"]) if "topics" in options else self.topics
-        if "task_id" in options:
-            problem = self._lookup(self._all, options["task_id"])
-        elif self.split == "train":
-            problem = linalg.generate_problem(self.np_random, difficulty=difficulty, topics=topics)
+        wanted = self._reset_filters(options)
+        if self.split == "train" and "task_id" not in options:
+            problem = linalg.generate_problem(self.np_random, difficulty=wanted.get("difficulty", (None,))[0],
+                                              topics=wanted.get("topics"))
         else:
-            candidates = [p.problem_id for p in linalg.load_problems(difficulty=difficulty, topics=topics)]
-            problem = self._all[self._choose(candidates)]
+            problem = self._all[self._eval_task_for_reset(options, wanted)]
         self._problem = problem
         prompt = problem.prompt
         if self.max_turns > 1:

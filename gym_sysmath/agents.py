@@ -632,7 +632,8 @@ class ResponsesAgent(Agent):
                                  f"{env_id}); keep one line per sample")
         unknown = sorted({task_id for task_id, _ in owners} - known)
         if unknown:
-            raise AgentError(f"{self.path}: task ids not in {env_id}'s eval split: {unknown[:5]}")
+            raise AgentError(f"{self.path}: task ids {env_id} does not serve (not in its eval split, or excluded "
+                             f"by its filters, such as --env-arg difficulty=...): {unknown[:5]}")
         order = {task_id: index for index, task_id in enumerate(task_ids)}
         return sorted(owners, key=lambda pair: (order[pair[0]], pair[1]))
 

@@ -8,6 +8,7 @@ into a ``scoring_error`` that truncates the episode instead of masquerading as a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -24,6 +25,7 @@ from gym_sysmath.actions import (
     read_reply,
     to_observation,
 )
+from gym_sysmath.filters import TaskFilter
 from gym_sysmath.sandbox import (
     SESSION_LIMITS,
     ExecutionResult,
@@ -109,8 +111,18 @@ class SysmathEnv(gym.Env[str, str]):
     #: Limits of one code run (a tool turn; in CompGeom, one build-and-run of the candidate).
     default_limits: ClassVar[Limits] = SESSION_LIMITS
 
+    #: The family's filters (``gym.make`` arguments, each narrowed for one reset by its reset
+    #: option); the base class applies them everywhere (see "filters" below).
+    filters: ClassVar[tuple[TaskFilter, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "filters" in cls.__dict__ and "reset_options" not in cls.__dict__:  # one declaration: the filters
+            cls.reset_options = ("task_id", *(entry.option_name for entry in cls.filters))
+
     def __init__(self, *, split: str = "eval", max_turns: int | None = None, sandbox: str = "docker",
-                 pool_size: int | None = None, limits: Limits | None = None, render_mode: str | None = None):
+                 pool_size: int | None = None, limits: Limits | None = None, render_mode: str | None = None,
+                 filters: Mapping[str, Any] | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         if split not in self.splits:
@@ -136,12 +148,18 @@ class SysmathEnv(gym.Env[str, str]):
         self._done = True
         self._transcript: list[tuple[str, str]] = []
         self._closed = False
+        self.applied_filters = self._read_filters(filters or {})
+        if self.applied_filters and split == "eval" and not self._served:
+            raise ValueError(self._nothing_served())
 
     # ------------------------------------------------------------------ family hooks
 
-    @property
-    def task_ids(self) -> tuple[str, ...]:
-        """Ids of the selected split's fixed tasks, in stable order."""
+    def _eval_ids(self) -> Sequence[str]:
+        """Every eval task id the family ships, in stable order, before any filter."""
+        raise NotImplementedError
+
+    def _filter_value(self, task_id: str, key: str) -> Any:
+        """The metadata ``key`` of eval task ``task_id`` (the value its ``info[key]`` has), for a filter."""
         raise NotImplementedError
 
     def _select_task(self, options: Mapping[str, Any]) -> Task:
@@ -198,6 +216,109 @@ class SysmathEnv(gym.Env[str, str]):
             observation += ("\n[the sandbox lost this session; it was rebuilt by re-running your earlier turns, "
                             "so values drawn at random or from the clock may differ]")
         return ToolTurn(observation, {"execution": result.status, "timing": tool_timing(result)})
+
+    # ------------------------------------------------------------------ filters
+    #
+    # One place decides which eval tasks a configured env serves: ``task_ids`` (and so ``list``,
+    # ``export`` and ``eval``), the draws of ``reset``, the ``task_id`` it admits, and the filters
+    # the train split draws under. A reset option of a filter narrows the env's own filter for that
+    # reset only; it cannot widen it.
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        """The eval tasks this env serves, in stable order: every eval task whose metadata passes
+        the env's filters (empty on the train split, whose tasks are drawn, not listed)."""
+        return () if self.split == "train" else self._served
+
+    @functools.cached_property
+    def _every_eval_id(self) -> tuple[str, ...]:
+        return tuple(self._eval_ids())
+
+    @functools.cached_property
+    def _served(self) -> tuple[str, ...]:
+        """The eval tasks the env's filters keep, on either split (the train split of a family
+        whose draws start from an eval task draws from these)."""
+        return tuple(task_id for task_id in self._every_eval_id
+                     if self._excluded_by(task_id, self.applied_filters) is None)
+
+    def _read_filters(self, values: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+        """The ``gym.make`` filter arguments, checked: each given one's names, by argument."""
+        declared = {entry.argument for entry in self.filters}
+        unknown = sorted(set(values) - declared)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} declares no filter {unknown}; its filters: {sorted(declared)}")
+        read = {entry.argument: entry.read(values.get(entry.argument)) for entry in self.filters}
+        return {argument: names for argument, names in read.items() if names is not None}
+
+    def _reset_filters(self, options: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+        """The filters of one reset: the env's, each narrowed by its reset option when given.
+        An option that leaves none of the env's own names is refused: options narrow, never widen."""
+        wanted = dict(self.applied_filters)
+        for entry in self.filters:
+            names = entry.read(options.get(entry.option_name), option=True)
+            if names is None:
+                continue
+            own = wanted.get(entry.argument)
+            if own is not None:
+                kept = tuple(name for name in own if name in names)
+                if not kept:
+                    raise ValueError(
+                        f"reset option {entry.describe(names, option=True)} is outside this env's filter "
+                        f"{entry.describe(own)}: a reset option narrows the env's filter for one reset, it cannot "
+                        f"widen it; make the env without {entry.argument} to draw from all of them")
+                names = kept
+            wanted[entry.argument] = names
+        return wanted
+
+    def _excluded_by(self, task_id: str, wanted: Mapping[str, tuple[str, ...]]) -> TaskFilter | None:
+        """The first of ``wanted``'s filters that eval task ``task_id`` fails, or ``None``."""
+        for entry in self.filters:
+            names = wanted.get(entry.argument)
+            if names is not None and self._filter_value(task_id, entry.key) not in names:
+                return entry
+        return None
+
+    def _eval_task_for_reset(self, options: Mapping[str, Any], wanted: Mapping[str, tuple[str, ...]]) -> str:
+        """The eval task of this reset: ``options["task_id"]`` when given (it must pass the
+        filters: the env's and the reset's own), else one drawn from the served tasks that pass
+        ``wanted`` (``_reset_filters(options)``) with the env's RNG."""
+        if "task_id" not in options:
+            return self._choose([task_id for task_id in self._served if self._excluded_by(task_id, wanted) is None],
+                                wanted)
+        task_id = options["task_id"]
+        if task_id not in self._every_eval_id:
+            raise ValueError(f"unknown task_id {task_id!r}; see env.unwrapped.task_ids")
+        entry = self._excluded_by(task_id, wanted)
+        if entry is not None:
+            value = self._filter_value(task_id, entry.key)
+            if entry.argument in self.applied_filters and value not in self.applied_filters[entry.argument]:
+                where = f"this env's filter {entry.describe(self.applied_filters[entry.argument])}"
+                fix = f"make the env without {entry.argument} to reset on it"
+            else:
+                where = f"the reset option {entry.describe(wanted[entry.argument], option=True)}"
+                fix = "drop that option to reset on it"
+            raise ValueError(f"task_id {task_id!r} is excluded by {where} (its {entry.key} is {value!r}); "
+                             f"env.unwrapped.task_ids lists the tasks this env serves; {fix}")
+        return task_id
+
+    def _describe_filters(self, wanted: Mapping[str, tuple[str, ...]]) -> str:
+        return ", ".join(entry.describe(wanted[entry.argument]) for entry in self.filters if entry.argument in wanted)
+
+    def _nothing_served(self) -> str:
+        """Why a filtered env serves no eval task, and which values the other filters leave."""
+        hints = []
+        for entry in self.filters:
+            if entry.argument not in self.applied_filters:
+                continue
+            others = {argument: names for argument, names in self.applied_filters.items() if argument != entry.argument}
+            values = sorted({str(self._filter_value(task_id, entry.key)) for task_id in self._every_eval_id
+                             if self._excluded_by(task_id, others) is None})
+            kept = f" with {self._describe_filters(others)}" if others else ""
+            hints.append(f"{entry.argument} {', '.join(values)}{kept}" if values else
+                         f"no {entry.argument} value{kept}")
+        return (f"{type(self).__name__}: no eval task passes {self._describe_filters(self.applied_filters)}; "
+                f"the eval split has tasks for {'; '.join(hints)}. Loosen a filter (or draw fresh tasks with "
+                f"split='train' where the family has them)")
 
     @staticmethod
     def _lookup(records: Mapping[str, Any], task_id: str) -> Any:
@@ -340,10 +461,13 @@ class SysmathEnv(gym.Env[str, str]):
             "scoring_error": scoring_error,
         }
 
-    def _choose(self, candidates: Sequence[str]) -> str:
+    def _choose(self, candidates: Sequence[str], wanted: Mapping[str, tuple[str, ...]] | None = None) -> str:
         """Draw one id with the env's own RNG; a clear error when filters leave nothing."""
         if not candidates:
-            raise ValueError(f"no {self.family} task matches the given reset options")
+            which = (f"passes {self._describe_filters(wanted)} (the env's filters narrowed by the reset options)"
+                     if wanted else "matches the given reset options")
+            raise ValueError(f"no {self.family} eval task {which}; env.unwrapped.task_ids lists the tasks this "
+                             "env serves")
         return candidates[int(self.np_random.integers(len(candidates)))]
 
     @property

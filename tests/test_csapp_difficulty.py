@@ -113,6 +113,12 @@ def test_env_difficulty_option_and_info():
     environment = gym.make("CsappExact-v0", split="train", difficulty="hard", sandbox="process")
     try:
         assert environment.reset(seed=1)[1]["difficulty"] == "hard"
+        with pytest.raises(ValueError, match="cannot widen"):  # a reset option narrows the env's filter
+            environment.reset(seed=1, options={"difficulty": "easy"})
+    finally:
+        environment.close()
+    environment = gym.make("CsappExact-v0", split="train", sandbox="process")
+    try:
         assert environment.reset(seed=1, options={"difficulty": "easy"})[1]["difficulty"] == "easy"
     finally:
         environment.close()

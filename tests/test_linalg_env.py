@@ -42,8 +42,11 @@ def test_filters_restrict_the_draw():
         for seed in range(10):
             _, info = environment.reset(seed=seed)
             assert info["difficulty"] == "hard" and info["topic"] in ("rank", "trace")
-        _, info = environment.reset(seed=0, options={"difficulty": "easy", "topics": ["matmul"]})
-        assert (info["difficulty"], info["topic"]) == ("easy", "matmul")
+        _, info = environment.reset(seed=0, options={"topics": ["trace", "matmul"]})  # narrows, for this reset
+        assert (info["difficulty"], info["topic"]) == ("hard", "trace")
+        with pytest.raises(ValueError, match=r"reset option difficulty='easy' is outside this env's filter "
+                                             r"difficulty='hard'.*cannot widen"):
+            environment.reset(seed=0, options={"difficulty": "easy", "topics": ["matmul"]})
     finally:
         environment.close()
 
