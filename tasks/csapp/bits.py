@@ -194,8 +194,23 @@ def _complement(p: Params, no_promotion: bool = False, bool_not: bool = False) -
     x = p["x"]
     a = to_unsigned(~x, 8) if no_promotion else ~x
     d = to_unsigned(-x, 8) if no_promotion else -x
-    c = (x == 0) if bool_not else int(x == 0)
+    tested = x & p.get("mask", 0xFF)
+    c = (tested == 0) if bool_not else int(tested == 0)
     return [a, to_unsigned(~x, 8), c, d]
+
+
+def _sample_complement(rng: np.random.Generator) -> Params:
+    """x and a mask that clears x as often as not, so that c = !(x & mask) is 1 as often as 0."""
+    mask = draw(rng, (0x0F, 0xF0, 0x3C, 0xC3, 0x55, 0xAA, 0x07, 0xE0))
+    cleared = bool(draw_int(rng, 0, 1))
+    x = draw_int(rng, 1, 255)
+    while x == 0 or (x & mask == 0) is not cleared:
+        x = draw_int(rng, 1, 255) & (~mask & 0xFF if cleared else 0xFF)
+    return {"x": x, "mask": mask}
+
+
+def _not_operand(p: Params) -> str:
+    return f"(x & {hex(p['mask'])})" if "mask" in p else "x"
 
 
 COMPLEMENT_PROMOTION = Template(
@@ -205,7 +220,7 @@ COMPLEMENT_PROMOTION = Template(
         f"unsigned char x = {hex(p['x'])};\n"
         "int a = ~x;\n"
         "unsigned char b = ~x;\n"
-        "int c = !x;\n"
+        f"int c = !{_not_operand(p)};\n"
         "int d = -x;"
     ),
     fields=fixed(*(Field(f"the value of {v}", "int") for v in "abcd")),
@@ -215,7 +230,7 @@ COMPLEMENT_PROMOTION = Template(
         WrongReading("!x is a boolean", lambda p: _complement(p, bool_not=True)),
     ),
     trap=lambda p, key: require(key[0] != key[1], "~x on the promoted int must differ from the stored byte"),
-    sample=lambda rng: {"x": draw_int(rng, 1, 255)},
+    sample=_sample_complement,
 )
 
 TEMPLATES: tuple[Template, ...] = (

@@ -7,6 +7,7 @@ miss lets "every access misses" pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import cache_independent
@@ -31,6 +32,31 @@ def describe(g: CacheGeometry) -> str:
 
 def _addresses(trace: list[int]) -> str:
     return ", ".join(hex(a) for a in trace)
+
+
+def _reads(p: Params) -> str:
+    """The reads of a trace question, after the warm-up reads (``p["warm"]``) if it has them."""
+    if not p.get("warm"):
+        return f"A program reads one byte at each of these addresses, in this order: {_addresses(p['trace'])}."
+    return (f"A program first reads one byte at each of {_addresses(p['warm'])} (in this order; these reads "
+            f"are not asked about), then one byte at each of these addresses, in this order: "
+            f"{_addresses(p['trace'])}.")
+
+
+def _asked(p: Params, outcomes: list) -> list:
+    """The outcomes of the accesses asked about: those after the warm-up reads."""
+    return outcomes[len(p.get("warm", [])):]
+
+
+def _warm_coin(rng: np.random.Generator, sample: Callable[[], Params]) -> Params:
+    """A trace draw whose first asked access hits as often as it misses: the warm-up reads make
+    a hit possible there (from an empty cache the first access always misses)."""
+    wanted = bool(draw_int(rng, 0, 1))
+    for _ in range(60):
+        p = sample()
+        if _asked(p, simulate(geometry(p), p["warm"] + p["trace"]))[0].hit == wanted:
+            break
+    return p
 
 
 # --- row-major versus column-major traversal ----------------------------------------------------
@@ -105,12 +131,13 @@ def _outcomes(p: Params, all_miss: bool = False, fully_associative: bool = False
         g = CacheGeometry(sets=1, ways=g.sets * g.ways, block=g.block)
     if no_blocks:
         g = CacheGeometry(sets=g.sets, ways=g.ways, block=1)
-    hits = [False] * len(p["trace"]) if all_miss else [a.hit for a in simulate(g, p["trace"])]
+    warm = p.get("warm", [])
+    hits = [False] * len(p["trace"]) if all_miss else [a.hit for a in _asked(p, simulate(g, warm + p["trace"]))]
     return [*hits, hits.count(False)]
 
 
 def _outcome_trap(p: Params, key: list) -> None:
-    kinds = [a.outcome for a in simulate(geometry(p), p["trace"])]
+    kinds = [a.outcome for a in _asked(p, simulate(geometry(p), p.get("warm", []) + p["trace"]))]
     require("hit" in kinds, "the trace must contain a genuine hit")
     require("conflict" in kinds, "the trace must contain a genuine conflict miss")
 
@@ -120,19 +147,22 @@ def _sample_trace(rng: np.random.Generator) -> Params:
     home = draw_int(rng, 0, g.sets - 1)
     # a few blocks that share one set (conflicts) and one elsewhere (a hit that survives)
     blocks = [home + g.sets * draw_int(rng, 1, 64) for _ in range(2)] + [draw_int(rng, 0, 512)]
-    trace = [blocks[draw_int(rng, 0, 2)] * g.block + draw_int(rng, 0, g.block - 1)
-             for _ in range(draw_int(rng, 6, 10))]
-    return {"sets": g.sets, "ways": g.ways, "block": g.block, "trace": trace}
+
+    def reads(count: int) -> list[int]:
+        return [blocks[draw_int(rng, 0, 2)] * g.block + draw_int(rng, 0, g.block - 1) for _ in range(count)]
+
+    return _warm_coin(rng, lambda: {"sets": g.sets, "ways": g.ways, "block": g.block,
+                                    "warm": reads(draw_int(rng, 1, 2)), "trace": reads(draw_int(rng, 6, 10))})
 
 
 TRACE_OUTCOMES = Template(
     name="trace_outcomes",
     category="cache",
-    question=lambda p: (f"A program reads one byte at each of these addresses, in this order: "
-                        f"{_addresses(p['trace'])}.\n{describe(geometry(p))}"),
+    question=lambda p: f"{_reads(p)}\n{describe(geometry(p))}",
     fields=lambda p: (
         *(Field(f"whether access {i} (address {hex(a)}) hits", "bool") for i, a in enumerate(p["trace"], 1)),
-        Field("the total number of misses", "int"),
+        Field("the total number of misses" + (" of these accesses (the warm-up reads not counted)"
+                                              if p.get("warm") else ""), "int"),
     ),
     reference=_outcomes,
     wrong=(
@@ -256,7 +286,7 @@ STREAMS_ASSOCIATIVITY = Template(
 
 def _replacement(p: Params, policy: str = "lru", all_miss: bool = False) -> list:
     hits = ([False] * len(p["trace"]) if all_miss
-            else [a.hit for a in simulate(geometry(p), p["trace"], policy=policy)])
+            else [a.hit for a in _asked(p, simulate(geometry(p), p.get("warm", []) + p["trace"], policy=policy))])
     return [*hits, hits.count(True)]
 
 
@@ -264,20 +294,22 @@ def _sample_replacement(rng: np.random.Generator) -> Params:
     g = CacheGeometry(sets=draw(rng, (2, 4)), ways=2, block=draw(rng, (16, 32, 64)))
     home = draw_int(rng, 0, g.sets - 1)
     blocks = [home + g.sets * draw_int(rng, 0, 31) for _ in range(3)] + [draw_int(rng, 0, 127)]
-    trace = [blocks[draw_int(rng, 0, 3)] * g.block + draw_int(rng, 0, g.block - 1)
-             for _ in range(draw_int(rng, 7, 10))]
-    return {"sets": g.sets, "ways": g.ways, "block": g.block, "trace": trace}
+
+    def reads(count: int) -> list[int]:
+        return [blocks[draw_int(rng, 0, 3)] * g.block + draw_int(rng, 0, g.block - 1) for _ in range(count)]
+
+    return _warm_coin(rng, lambda: {"sets": g.sets, "ways": g.ways, "block": g.block,
+                                    "warm": reads(draw_int(rng, 1, 3)), "trace": reads(draw_int(rng, 7, 10))})
 
 
 LRU_REPLACEMENT = Template(
     name="lru_replacement",
     category="cache",
-    question=lambda p: (f"A program reads one byte at each of these addresses, in this order: "
-                        f"{_addresses(p['trace'])}.\n{describe(geometry(p))} LRU evicts the line "
-                        "whose last use is oldest."),
+    question=lambda p: f"{_reads(p)}\n{describe(geometry(p))} LRU evicts the line whose last use is oldest.",
     fields=lambda p: (
         *(Field(f"whether access {i} (address {hex(a)}) hits", "bool") for i, a in enumerate(p["trace"], 1)),
-        Field("the total number of hits", "int"),
+        Field("the total number of hits" + (" of these accesses (the warm-up reads not counted)"
+                                            if p.get("warm") else ""), "int"),
     ),
     reference=_replacement,
     wrong=(

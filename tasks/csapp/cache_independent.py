@@ -63,8 +63,14 @@ def traversal_order(p: Params) -> list:
     return [_misses(p["sets"], p["ways"], p["block"], t) for t in (row, col)]
 
 
+def _asked_hits(p: Params) -> list[bool]:
+    """Hits of the trace's accesses, after its warm-up reads (``warm``, not asked about)."""
+    warm = p.get("warm", [])
+    return _hits(p["sets"], p["ways"], p["block"], warm + p["trace"])[len(warm):]
+
+
 def trace_outcomes(p: Params) -> list:
-    hits = _hits(p["sets"], p["ways"], p["block"], p["trace"])
+    hits = _asked_hits(p)
     return [*hits, len(hits) - sum(hits)]
 
 
@@ -84,7 +90,7 @@ def streams_associativity(p: Params) -> list:
 
 
 def lru_replacement(p: Params) -> list:
-    hits = _hits(p["sets"], p["ways"], p["block"], p["trace"])
+    hits = _asked_hits(p)
     return [*hits, sum(hits)]
 
 

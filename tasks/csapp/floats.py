@@ -37,16 +37,19 @@ def _sign(rng: np.random.Generator) -> float:
 # --- float32 addition is not associative --------------------------------------------------------
 
 
-def _groupings(p: Params, add=f32_add) -> list:
+def _groupings(p: Params, add=f32_add, associative: bool = False) -> list:
     a, b, c = (f32(p[k]) for k in ("a", "b", "c"))
     left = add(add(a, b), c)
-    right = add(a, add(b, c))
-    return [left, right, left == right]
+    right = left if associative else add(a, add(b, c))
+    return [left, right, left == a + b + c]  # Python's float is C's double: (double)a + b + c
 
 
 def _sample_groupings(rng: np.random.Generator) -> Params:
-    a = _sign(rng) * f32(float(draw_int(rng, 2**25, 2**31)))
-    return {"a": a, "b": -a, "c": _sign(rng) * float(draw_int(rng, 1, 7))}
+    """A big value, its negation and a small one: the small one last (the left grouping cancels
+    first and is exact) or, as often, first (the right grouping is)."""
+    big = _sign(rng) * f32(float(draw_int(rng, 2**25, 2**31)))
+    small = _sign(rng) * float(draw_int(rng, 1, 7))
+    return {"a": big, "b": -big, "c": small} if draw_int(rng, 0, 1) else {"a": small, "b": big, "c": -big}
 
 
 F32_ASSOCIATIVITY = Template(
@@ -56,14 +59,14 @@ F32_ASSOCIATIVITY = Template(
         f"float a = {c_float(p['a'])}, b = {c_float(p['b'])}, c = {c_float(p['c'])};\n"
         "float left = (a + b) + c;\n"
         "float right = a + (b + c);\n"
-        "int same = (left == right);"
+        "int exact = (left == (double)a + b + c);"
     ),
     fields=fixed(Field("the value of left", "float"), Field("the value of right", "float"),
-                 Field("whether same != 0", "bool")),
+                 Field("whether exact != 0", "bool")),
     reference=_groupings,
     wrong=(
         WrongReading("adds in double", lambda p: _groupings(p, add=lambda x, y: x + y)),
-        WrongReading("float addition is associative", lambda p: [_groupings(p)[0]] * 2 + [True]),
+        WrongReading("float addition is associative", lambda p: _groupings(p, associative=True)),
     ),
     trap=lambda p, key: require(float_bits(key[0]) != float_bits(key[1]),
                                 "the two groupings must give different float32 sums"),
@@ -76,14 +79,14 @@ F32_ASSOCIATIVITY = Template(
 def _int_to_float(p: Params, ties_away: bool = False, via_double: bool = False) -> list:
     n = p["n"]
     if via_double:
-        return [n, True, hex_string(float_bits(float(n)))]
+        return [n, 0, hex_string(float_bits(float(n)))]
     f = f32(float(n))
     if ties_away:
         mirror = 2 * n - f  # the float32 neighbour on the other side when n is a tie
         if f32(mirror) == mirror and abs(mirror) > abs(f):
             f = mirror
     back = int(f)
-    return [back, back == n, hex_string(f32_bits(f))]
+    return [back, back - n, hex_string(f32_bits(f))]
 
 
 def _sample_tie(rng: np.random.Generator) -> Params:
@@ -99,16 +102,16 @@ INT_TO_FLOAT = Template(
         f"int32_t n = {p['n']};\n"
         "float f = (float)n;\n"
         "int32_t back = (int32_t)f;\n"
-        "int same = (back == n);"
+        "int32_t err = back - n;"
     ),
-    fields=fixed(Field("the value of back", "int"), Field("whether same != 0", "bool"),
+    fields=fixed(Field("the value of back", "int"), Field("the value of err", "int"),
                  Field("the float32 bit pattern of f", "hex")),
     reference=_int_to_float,
     wrong=(
         WrongReading("f holds n exactly, as a double would", lambda p: _int_to_float(p, via_double=True)),
         WrongReading("ties round away from zero", lambda p: _int_to_float(p, ties_away=True)),
     ),
-    trap=lambda p, key: require(f32(float(p["n"])) != p["n"] and key[1] is False,
+    trap=lambda p, key: require(f32(float(p["n"])) != p["n"] and key[1] != 0,
                                 "n must not be representable in float32"),
     sample=_sample_tie,
 )
@@ -160,11 +163,11 @@ def _narrow(p: Params, keeps: bool = False, truncates: bool = False) -> list:
     x = f32(d)
     bits = f32_bits(x)
     if keeps:
-        return [hex_string(bits), d, True]
+        return [hex_string(bits), d, False]
     if truncates and abs(x) > abs(d):
         bits -= 1  # one float32 step toward zero, whatever the sign
         x = f32_from_bits(bits)
-    return [hex_string(bits), x, x == d]
+    return [hex_string(bits), x, x > d]
 
 
 DOUBLE_TO_FLOAT = Template(
@@ -173,16 +176,16 @@ DOUBLE_TO_FLOAT = Template(
     question=lambda p: (
         f"double d = {p['d']!r};\n"
         "float x = (float)d;\n"
-        "int same = ((double)x == d);"
+        "int up = ((double)x > d);"
     ),
     fields=fixed(Field("the float32 bit pattern of x", "hex"), Field("the value of x", "float"),
-                 Field("whether same != 0", "bool")),
+                 Field("whether up != 0", "bool")),
     reference=_narrow,
     wrong=(
         WrongReading("x keeps the double's value", lambda p: _narrow(p, keeps=True)),
         WrongReading("the conversion truncates toward zero", lambda p: _narrow(p, truncates=True)),
     ),
-    trap=lambda p, key: require(key[2] is False, "d must not be representable in float32"),
+    trap=lambda p, key: require(key[1] != p["d"], "d must not be representable in float32"),
     sample=lambda rng: {"d": round(float(rng.uniform(-1000.0, 1000.0)), draw_int(rng, 1, 3))},
 )
 
@@ -199,10 +202,28 @@ def _underflow(p: Params, unsigned_zero: bool = False, in_double: bool = False) 
 
 
 def _sample_underflow(rng: np.random.Generator) -> Params:
-    k = draw_int(rng, 20, 37)
-    m = draw_int(rng, max(20, 47 - k), 37)
-    a, b = float(f"1e-{k}"), float(f"1e-{m}")
+    """Factors of opposite signs whose float32 product underflows to -0.0 or, as often, stays a
+    negative subnormal whose reciprocal is finite."""
+    if draw_int(rng, 0, 1):
+        k = draw_int(rng, 20, 37)
+        m = draw_int(rng, max(20, 47 - k), 37)
+        a, b = float(f"1e-{k}"), float(f"1e-{m}")
+    else:
+        while True:
+            k = draw_int(rng, 15, 24)
+            a, b = float(f"{draw_int(rng, 1, 9)}e-{k}"), float(f"{draw_int(rng, 1, 9)}e-{draw(rng, (38, 39)) - k}")
+            product = f32_mul(f32(a), f32(b))
+            if 0.0 < product < 2.0**-126 and math.isfinite(f32_div(1.0, product)):
+                break
     return {"a": -a, "b": b} if draw_int(rng, 0, 1) else {"a": a, "b": -b}
+
+
+def _underflow_trap(p: Params, key: list) -> None:
+    require(float_bits(key[0]) >> 63 == 1 and abs(key[0]) < 2.0**-126, "the product must be a negative "
+            "float32 zero or subnormal")
+    require(key[1] is (key[2] == -math.inf),
+            "the product must underflow to -0.0, equal to zero, with 1/p = -inf, or stay a negative "
+            "subnormal, not zero, with a finite 1/p")
 
 
 SIGNED_ZERO = Template(
@@ -221,10 +242,7 @@ SIGNED_ZERO = Template(
         WrongReading("zero has no sign", lambda p: _underflow(p, unsigned_zero=True)),
         WrongReading("multiplies in double", lambda p: _underflow(p, in_double=True)),
     ),
-    trap=lambda p, key: require(
-        float_bits(key[0]) == float_bits(-0.0) and key[1] is True and key[2] == -math.inf,
-        "the product must underflow to -0.0, equal to zero, with 1/p = -inf",
-    ),
+    trap=_underflow_trap,
     sample=_sample_underflow,
     measure=lambda p: -math.log10(abs(p["a"])) - math.log10(abs(p["b"])),  # nearer the edge of float32
 )
@@ -238,11 +256,29 @@ def _inf_minus_inf() -> float:
     return f32_add(inf, -inf)
 
 
+_INF = math.inf
+
 _NAN_FORMS = {
     "0/0": ("float z = 0.0f;\nfloat n = z / z;", lambda: f32_div(0.0, 0.0)),
     "inf-inf": ("float big = 3e+38f;\nfloat inf = big * 10.0f;\nfloat n = inf - inf;", _inf_minus_inf),
     "inf*0": ("float inf = 1.0f / 0.0f;\nfloat n = inf * 0.0f;", lambda: f32_mul(f32_div(1.0, 0.0), 0.0)),
+    # forms that look as if they might make a NaN but make an infinity
+    "inf+inf": ("float inf = 1.0f / 0.0f;\nfloat n = inf + inf;", lambda: f32_add(_INF, _INF)),
+    "inf-big": ("float big = 3e+38f;\nfloat inf = big * 10.0f;\nfloat n = inf - big;",
+                lambda: f32_add(f32_mul(f32(3e38), 10.0), -f32(3e38))),
+    "-inf*inf": ("float inf = 1.0f / 0.0f;\nfloat n = -inf * inf;", lambda: f32_mul(-_INF, _INF)),
+    "0-inf": ("float inf = 1.0f / 0.0f;\nfloat n = 0.0f - inf;", lambda: f32_add(0.0, -_INF)),
 }
+_NANS = ("0/0", "inf-inf", "inf*0")
+
+
+def _sample_nan(rng: np.random.Generator) -> Params:
+    """A NaN two times in five, else an infinity compared with a c of the sign that tells it from 0."""
+    if draw_int(rng, 0, 4) < 2:
+        return {"form": draw(rng, _NANS), "c": float(draw_int(rng, -5, 5))}
+    form = draw(rng, tuple(f for f in _NAN_FORMS if f not in _NANS))
+    positive = _NAN_FORMS[form][1]() > 0
+    return {"form": form, "c": float(draw_int(rng, 1, 5) if positive else draw_int(rng, -5, 0))}
 
 
 def _nan_compare(p: Params, reflexive: bool = False, zero: bool = False, ordered: bool = False) -> list:
@@ -272,20 +308,30 @@ NAN_COMPARE = Template(
         WrongReading("n is zero", lambda p: _nan_compare(p, zero=True)),
         WrongReading("exactly one of < and >= holds", lambda p: _nan_compare(p, ordered=True)),
     ),
-    trap=lambda p, key: require(math.isnan(_NAN_FORMS[p["form"]][1]()) and key == [False, True, False, False],
-                                "n must be a NaN and every ordered comparison false"),
-    sample=lambda rng: {"form": draw(rng, tuple(_NAN_FORMS)), "c": float(draw_int(rng, -5, 5))},
+    trap=lambda p, key: require(
+        (p["form"] in _NANS) is math.isnan(_NAN_FORMS[p["form"]][1]()) is (key == [False, True, False, False]),
+        "n must be a NaN, every ordered comparison false, or an infinity from a form that looks like one"),
+    sample=_sample_nan,
 )
 
 # --- float32 overflows where double does not ---------------------------------------------------
+
+
+def _sample_overflow(rng: np.random.Generator) -> Params:
+    """x * m near FLT_MAX: over it as often as under it."""
+    over = bool(draw_int(rng, 0, 1))
+    while True:
+        p = {"x": float(f"{draw_int(rng, 30, 340)}e36"), "m": float(draw_int(rng, 2, 8))}
+        wide, y = f32(p["x"]) * p["m"], f32_mul(f32(p["x"]), p["m"])
+        if wide > 2.0**127 and math.isinf(y) is over and (over or y != wide):  # below FLT_MAX: rounded
+            return p
 
 
 def _overflow(p: Params, double_range: bool = False, saturates: bool = False) -> list:
     x, m = f32(p["x"]), f32(p["m"])
     wide = x * m
     y = wide if double_range else FLT_MAX if saturates else f32_mul(x, m)
-    bumped = y + 1.0 if double_range else f32_add(y, 1.0)
-    return [y, y == bumped, wide]
+    return [y, math.isinf(y), wide]
 
 
 F32_OVERFLOW = Template(
@@ -295,18 +341,19 @@ F32_OVERFLOW = Template(
         f"float x = {c_float(p['x'])};\n"
         f"float y = x * {c_float(p['m'])};\n"
         f"double w = (double)x * {p['m']!r};\n"
-        "int same = (y == y + 1.0f);"
+        "int overflowed = (isinf(y) != 0);"
     ),
-    fields=fixed(Field("the value of y", "float"), Field("whether same != 0", "bool"),
+    fields=fixed(Field("the value of y", "float"), Field("whether overflowed != 0", "bool"),
                  Field("the value of w", "float")),
     reference=_overflow,
     wrong=(
         WrongReading("float has the range of double", lambda p: _overflow(p, double_range=True)),
         WrongReading("overflow saturates at FLT_MAX", lambda p: _overflow(p, saturates=True)),
     ),
-    trap=lambda p, key: require(key[0] == math.inf and math.isfinite(key[2]),
-                                "x * m must overflow float32 and stay finite in double"),
-    sample=lambda rng: {"x": float(f"{draw_int(rng, 11, 34)}e37"), "m": float(draw_int(rng, 2, 8))},
+    trap=lambda p, key: require(key[2] > 2.0**127 and math.isfinite(key[2]) and (key[0] == math.inf) is key[1],
+                                "x * m must reach the top of float32's range: overflow it (y is inf, the "
+                                "double w is not) or land just below FLT_MAX, rounded"),
+    sample=_sample_overflow,
     measure=lambda p: p["x"] / 1e37 + p["m"],  # more digits to multiply out before the overflow
 )
 
@@ -320,11 +367,11 @@ def _target(p: Params) -> float:
 
 def _accumulate(p: Params, in_double: bool = False, exact: bool = False) -> list:
     if exact:
-        return [f32(_target(p)), True]
+        return [f32(_target(p)), False]
     acc = 0.0
     for _ in range(p["count"]):
         acc = acc + p["step"] if in_double else f32_add(acc, f32(p["step"]))
-    return [acc, acc == f32(_target(p))]
+    return [acc, acc > f32(_target(p))]
 
 
 F32_ACCUMULATION = Template(
@@ -334,15 +381,15 @@ F32_ACCUMULATION = Template(
         "float acc = 0.0f;\n"
         f"for (int i = 0; i < {p['count']}; i++)\n"
         f"    acc += {c_float(p['step'])};\n"
-        f"int hit = (acc == {c_float(_target(p))});"
+        f"int over = (acc > {c_float(_target(p))});"
     ),
-    fields=fixed(Field("the value of acc after the loop", "float"), Field("whether hit != 0", "bool")),
+    fields=fixed(Field("the value of acc after the loop", "float"), Field("whether over != 0", "bool")),
     reference=_accumulate,
     wrong=(
         WrongReading("accumulates in double", lambda p: _accumulate(p, in_double=True)),
         WrongReading("every step is exact", lambda p: _accumulate(p, exact=True)),
     ),
-    trap=lambda p, key: require(key[1] is False, "the float32 sum must miss the rounded exact sum"),
+    trap=lambda p, key: require(key[0] != f32(_target(p)), "the float32 sum must miss the rounded exact sum"),
     sample=lambda rng: {"step": round(float(rng.uniform(0.01, 1.0)), 2), "count": draw_int(rng, 5, 40)},
 )
 

@@ -34,9 +34,13 @@ def _ordered_pair(rng: np.random.Generator, first: str, second: str, low: int, h
 
 
 def _overflowing_pair(rng: np.random.Generator) -> Params:
+    """a + b past the top of the type's range or, as often, past its bottom."""
     width = draw(rng, (16, 32, 64))
-    a = draw_int(rng, 1, int_max(width))
-    return {"a": a, "b": draw_int(rng, int_max(width) - a + 1, int_max(width)), "width": width}
+    if draw_int(rng, 0, 1):
+        a = draw_int(rng, 1, int_max(width))
+        return {"a": a, "b": draw_int(rng, int_max(width) - a + 1, int_max(width)), "width": width}
+    a = draw_int(rng, int_min(width), -1)
+    return {"a": a, "b": draw_int(rng, int_min(width), int_min(width) - a - 1), "width": width}
 
 
 def _widening(rng: np.random.Generator) -> Params:
@@ -76,40 +80,55 @@ NEGATIVE_AS_UNSIGNED = Template(
     sample=lambda rng: _negative_of_width(rng, "value", (8, 16, 32, 64)),
 )
 
-# --- unsigned subtraction that goes below zero --------------------------------------------------
+# --- unsigned subtraction that goes below zero, with and without promotion to int ----------------
+
+_UNSIGNED = {8: "unsigned char", 16: "unsigned short", 32: "unsigned int", 64: "unsigned long"}
 
 
-def _unsigned_difference(p: Params, signed: bool = False, compare_signed: bool = False) -> list:
-    a, b = p["a"], p["b"]
-    diff = a - b if signed else to_unsigned(a - b, 32)
-    shown = to_signed(diff, 32) if compare_signed else diff
-    return [diff, shown > 0, to_signed(a - b, 32) > 0]
+def _unsigned_difference(p: Params, signed: bool = False, promotion_backwards: bool = False) -> list:
+    """[d, (a - b) > 0, (long)(a - b)] for unsigned a < b of ``width`` bits (32 unless stated)."""
+    a, b, width = p["a"], p["b"], p.get("width", 32)
+    if signed:
+        return [a - b, a - b > 0, a - b]
+    promoted = (width < 32) != promotion_backwards  # operands narrower than int become int first
+    value = a - b if promoted else to_unsigned(a - b, width)  # the value of the expression a - b
+    return [to_unsigned(a - b, width), value > 0, to_signed(value, 64)]
+
+
+def _difference_trap(p: Params, key: list) -> None:
+    require(p["a"] < p["b"], "a - b must go below zero")
+    require(key[1] is (p.get("width", 32) >= 32),
+            "(a - b) > 0 must hold exactly when the operands are not promoted to int: an unsigned int "
+            "or wider difference wraps to a large positive value, a narrower one is an int and negative")
+
+
+def _sample_difference(rng: np.random.Generator) -> Params:
+    width = draw(rng, (8, 16)) if draw_int(rng, 0, 1) else draw(rng, (32, 64))  # promoted or not, evenly
+    return {**_ordered_pair(rng, "a", "b", 0, 255 if width == 8 else 2000), "width": width}
 
 
 UNSIGNED_DIFFERENCE = Template(
     name="unsigned_difference",
     category="integers",
     question=lambda p: (
-        f"unsigned int a = {p['a']}u, b = {p['b']}u;\n"
-        "unsigned int d = a - b;\n"
+        f"{_UNSIGNED[p.get('width', 32)]} a = {p['a']}u, b = {p['b']}u;\n"
+        f"{_UNSIGNED[p.get('width', 32)]} d = a - b;\n"
         "int gt = (a - b) > 0;\n"
-        "int gt_signed = ((int)a - (int)b) > 0;"
+        "long e = a - b;"
     ),
     fields=fixed(
         Field("the value of d", "int"),
         Field("whether (a - b) > 0, i.e. gt != 0", "bool"),
-        Field("whether ((int)a - (int)b) > 0, i.e. gt_signed != 0", "bool"),
+        Field("the value of e", "int"),
     ),
     reference=_unsigned_difference,
     wrong=(
         WrongReading("subtracts as signed", lambda p: _unsigned_difference(p, signed=True)),
-        WrongReading("wraps but compares as signed", lambda p: _unsigned_difference(p, compare_signed=True)),
+        WrongReading("promotes to int exactly when the usual conversions do not",
+                     lambda p: _unsigned_difference(p, promotion_backwards=True)),
     ),
-    trap=lambda p, key: require(
-        p["a"] < p["b"] and key[1] is True and key[2] is False,
-        "a - b must go below zero so the unsigned comparison is true and the signed one false",
-    ),
-    sample=lambda rng: _ordered_pair(rng, "a", "b", 0, 2000),
+    trap=_difference_trap,
+    sample=_sample_difference,
 )
 
 # --- >> on signed versus unsigned ---------------------------------------------------------------
@@ -150,36 +169,60 @@ SHIFT_SIGNEDNESS = Template(
     sample=lambda rng: {**_negative_of_width(rng, "x", (32, 64)), "shift": draw_int(rng, 1, 31)},
 )
 
-# --- negating the minimum -----------------------------------------------------------------------
+# --- negating the minimum, beside another value ---------------------------------------------------
 
 
 def _negate(p: Params, wraps: bool = True, saturates: bool = False) -> list:
+    """[-x, -x == x, -z, -z == z] in the signed type of ``width`` bits; one of x, z is its minimum."""
     w = p["width"]
-    x = int_min(w)
-    y = int_max(w) if saturates else to_signed(-x, w) if wraps else -x
-    return [y, y == x, hex_string(to_unsigned(y, w))]
+    out = []
+    for x in (p["x"], p["z"]):
+        y = min(-x, int_max(w)) if saturates else to_signed(-x, w) if wraps else -x
+        out += [y, y == x]
+    return out
+
+
+def _negate_literal(p: Params, name: str) -> str:
+    value, w = p[name], p["width"]
+    return f"{c_int(w)} {name} = " + (f"INT{w}_MIN;   /* {value} */" if value == int_min(w) else f"{value};")
+
+
+def _negate_trap(p: Params, key: list) -> None:
+    w, x, z = p["width"], p["x"], p["z"]
+    require((x == int_min(w)) != (z == int_min(w)), "exactly one of x and z must be the minimum")
+    at = 0 if x == int_min(w) else 2
+    require(key[at] == int_min(w) and key[at + 1] is True, "negating the minimum must wrap back to the minimum")
+
+
+def _sample_negate(rng: np.random.Generator) -> Params:
+    w = draw(rng, (8, 16, 32, 64))
+    other = draw(rng, (  # a neighbour of the minimum, whose negation fits, or any other value
+        int_min(w) + draw_int(rng, 1, 3), draw_int(rng, int_min(w) + 1, -1), draw_int(rng, 1, int_max(w))))
+    return {"width": w, "x": int_min(w), "z": other} if draw_int(rng, 0, 1) else {
+        "width": w, "x": other, "z": int_min(w)}
 
 
 NEGATE_MINIMUM = Template(
     name="negate_minimum",
     category="integers",
     question=lambda p: (
-        f"{c_int(p['width'])} x = INT{p['width']}_MIN;   /* {int_min(p['width'])} */\n"
-        f"{c_int(p['width'])} y = -x;"
+        f"{_negate_literal(p, 'x')}\n{_negate_literal(p, 'z')}\n"
+        f"{c_int(p['width'])} y = -x;\n"
+        f"{c_int(p['width'])} v = -z;"
     ),
     fields=fixed(
         Field("the value of y", "int"),
         Field("whether y == x", "bool"),
-        Field("the bit pattern of y, read as the unsigned type of the same width", "hex"),
+        Field("the value of v", "int"),
+        Field("whether v == z", "bool"),
     ),
     reference=_negate,
     wrong=(
         WrongReading("negation never overflows", lambda p: _negate(p, wraps=False)),
         WrongReading("overflow saturates at the maximum", lambda p: _negate(p, saturates=True)),
     ),
-    trap=lambda p, key: require(key[0] == int_min(p["width"]) and key[1] is True,
-                                "negating the minimum must wrap back to the minimum"),
-    sample=lambda rng: {"width": draw(rng, (8, 16, 32, 64))},
+    trap=_negate_trap,
+    sample=_sample_negate,
 )
 
 # --- signed addition that overflows -------------------------------------------------------------
@@ -187,7 +230,7 @@ NEGATE_MINIMUM = Template(
 
 def _add(p: Params, wraps: bool = True, saturates: bool = False) -> list:
     a, b, w = p["a"], p["b"], p["width"]
-    s = min(a + b, int_max(w)) if saturates else to_signed(a + b, w) if wraps else a + b
+    s = max(min(a + b, int_max(w)), int_min(w)) if saturates else to_signed(a + b, w) if wraps else a + b
     return [s, s < a]
 
 
@@ -205,8 +248,9 @@ SIGNED_ADD_OVERFLOW = Template(
         WrongReading("unbounded addition", lambda p: _add(p, wraps=False)),
         WrongReading("saturating addition", lambda p: _add(p, saturates=True)),
     ),
-    trap=lambda p, key: require(p["a"] + p["b"] > int_max(p["width"]) and key[1] is True,
-                                "a + b must overflow and wrap below a"),
+    trap=lambda p, key: require(
+        not int_min(p["width"]) <= p["a"] + p["b"] <= int_max(p["width"]) and key[1] is (p["b"] > 0),
+        "a + b must overflow: past the top it wraps below a, past the bottom (b < 0) above a"),
     sample=_overflowing_pair,
 )
 
@@ -220,7 +264,7 @@ def _short_product(p: Params, narrow_first: bool = False, narrow_never: bool = F
         return [q, q, True]
     if narrow_never:
         return [prod, prod, True]
-    return [prod, q, prod == q]
+    return [prod, q, (prod < 0) == (q < 0)]
 
 
 SHORT_PRODUCT = Template(
@@ -232,7 +276,7 @@ SHORT_PRODUCT = Template(
         "int16_t q = (int16_t)(a * b);"
     ),
     fields=fixed(Field("the value of p", "int"), Field("the value of q", "int"),
-                 Field("whether p == q", "bool")),
+                 Field("whether p and q have the same sign, i.e. (p < 0) == (q < 0)", "bool")),
     reference=_short_product,
     wrong=(
         WrongReading("multiplies in 16 bits", lambda p: _short_product(p, narrow_first=True)),
@@ -249,9 +293,16 @@ SHORT_PRODUCT = Template(
 
 
 def _char(p: Params, char_unsigned: bool = False, bytes_compare: bool = False) -> list:
-    byte = p["byte"]
+    byte, literal = p["byte"], _char_literal(p)
     c = byte if char_unsigned else to_signed(byte, 8)
-    return [c, True if bytes_compare else c == byte, True]
+    if bytes_compare:
+        return [c, True, True]
+    return [c, c == literal, byte == literal]
+
+
+def _char_literal(p: Params) -> int:
+    """The int both chars are compared with: the byte's unsigned value, or its signed one."""
+    return p["literal"] if "literal" in p else p["byte"]
 
 
 CHAR_SIGNEDNESS = Template(
@@ -260,8 +311,8 @@ CHAR_SIGNEDNESS = Template(
     question=lambda p: (
         f"char c = {hex(p['byte'])};\n"
         f"unsigned char d = {hex(p['byte'])};\n"
-        f"int c_eq = (c == {p['byte']});\n"
-        f"int d_eq = (d == {p['byte']});"
+        f"int c_eq = (c == {_char_literal(p)});\n"
+        f"int d_eq = (d == {_char_literal(p)});"
     ),
     fields=fixed(Field("the value of c", "int"), Field("whether c_eq != 0", "bool"),
                  Field("whether d_eq != 0", "bool")),
@@ -270,44 +321,59 @@ CHAR_SIGNEDNESS = Template(
         WrongReading("plain char is unsigned", lambda p: _char(p, char_unsigned=True)),
         WrongReading("the comparison is done on the byte", lambda p: _char(p, bytes_compare=True)),
     ),
-    trap=lambda p, key: require(p["byte"] >= 0x80 and key[1] is False,
-                                "the byte must have its top bit set so that c goes negative"),
-    sample=lambda rng: {"byte": draw_int(rng, 0x80, 0xFF)},
+    trap=lambda p, key: require(
+        p["byte"] >= 0x80 and _char_literal(p) in (p["byte"], p["byte"] - 256) and key[1] is (_char_literal(p) < 0),
+        "the byte must have its top bit set so that c goes negative: c equals the literal only when it is "
+        "written negative, d only when it is written as the byte's unsigned value"),
+    sample=lambda rng: (lambda byte: {"byte": byte, "literal": draw(rng, (byte, byte - 256))})(
+        draw_int(rng, 0x80, 0xFF)),
 )
 
 # --- comparing int with unsigned ----------------------------------------------------------------
 
 
 def _mixed(p: Params, as_signed: bool = False, converted_but_signed: bool = False) -> list:
+    """[a < b, the negative operand converted to unsigned, (long)a < (long)b]: one of a and b is
+    a negative int, the other an unsigned int."""
     a, b = p["a"], p["b"]
-    ua = to_unsigned(a, 32)
+    negative = a if a < 0 else b
+    converted = to_unsigned(negative, 32)
     if as_signed:
-        return [a < b, a, True]
+        return [a < b, negative, a < b]
     if converted_but_signed:
-        return [a < b, ua, True]
-    return [ua < b, ua, a < b]
+        return [a < b, converted, a < b]
+    return [to_unsigned(a, 32) < to_unsigned(b, 32), converted, a < b]
+
+
+def _mixed_question(p: Params) -> str:
+    if p["a"] < 0:
+        return (f"int a = {p['a']};\nunsigned int b = {p['b']}u;\nint lt = a < b;\n"
+                "unsigned int ua = (unsigned int)a;\nint lt_long = (long)a < (long)b;")
+    return (f"unsigned int a = {p['a']}u;\nint b = {p['b']};\nint lt = a < b;\n"
+            "unsigned int ub = (unsigned int)b;\nint lt_long = (long)a < (long)b;")
+
+
+def _sample_mixed(rng: np.random.Generator) -> Params:
+    negative, other = draw_int(rng, -100000, -1), draw_int(rng, 0, 100000)
+    return {"a": negative, "b": other} if draw_int(rng, 0, 1) else {"a": other, "b": negative}
 
 
 MIXED_SIGN_COMPARE = Template(
     name="mixed_sign_compare",
     category="integers",
-    question=lambda p: (
-        f"int a = {p['a']};\n"
-        f"unsigned int b = {p['b']}u;\n"
-        "int lt = a < b;\n"
-        "unsigned int ua = (unsigned int)a;\n"
-        "int lt_long = (long)a < (long)b;"
-    ),
-    fields=fixed(Field("whether a < b, i.e. lt != 0", "bool"), Field("the value of ua", "int"),
-                 Field("whether (long)a < (long)b, i.e. lt_long != 0", "bool")),
+    question=_mixed_question,
+    fields=lambda p: (Field("whether a < b, i.e. lt != 0", "bool"),
+                      Field(f"the value of {'ua' if p['a'] < 0 else 'ub'}", "int"),
+                      Field("whether (long)a < (long)b, i.e. lt_long != 0", "bool")),
     reference=_mixed,
     wrong=(
         WrongReading("compares as signed", lambda p: _mixed(p, as_signed=True)),
-        WrongReading("converts a but compares signed", lambda p: _mixed(p, converted_but_signed=True)),
+        WrongReading("converts the negative operand but compares signed",
+                     lambda p: _mixed(p, converted_but_signed=True)),
     ),
-    trap=lambda p, key: require(p["a"] < 0 and key[0] is False and key[2] is True,
-                                "a negative a must compare greater than b once converted"),
-    sample=lambda rng: {"a": draw_int(rng, -100000, -1), "b": draw_int(rng, 0, 100000)},
+    trap=lambda p, key: require((p["a"] < 0) != (p["b"] < 0) and key[0] is not (p["a"] < p["b"]),
+                                "one operand must be negative, so that converting it to unsigned flips a < b"),
+    sample=_sample_mixed,
 )
 
 # --- C division truncates ------------------------------------------------------------------------
@@ -372,21 +438,21 @@ def _narrow(p: Params, keeps: bool = False, saturates: bool = False) -> list:
         y = max(min(x, int_max(16)), int_min(16))
     else:
         y = to_signed(x, 16)
-    return [y, hex_string(to_unsigned(y, 16)), y == x]
+    return [y, hex_string(to_unsigned(y, 16)), (y < 0) == (x < 0)]
 
 
 NARROWING_CAST = Template(
     name="narrowing_cast",
     category="integers",
-    question=lambda p: f"int32_t x = {p['x']};\nint16_t y = (int16_t)x;\nint same = (y == x);",
+    question=lambda p: f"int32_t x = {p['x']};\nint16_t y = (int16_t)x;\nint same_sign = ((y < 0) == (x < 0));",
     fields=fixed(Field("the value of y", "int"), Field("the bit pattern of y, read as uint16_t", "hex"),
-                 Field("whether same != 0", "bool")),
+                 Field("whether same_sign != 0", "bool")),
     reference=_narrow,
     wrong=(
         WrongReading("the cast keeps the value", lambda p: _narrow(p, keeps=True)),
         WrongReading("the cast saturates", lambda p: _narrow(p, saturates=True)),
     ),
-    trap=lambda p, key: require(not int_min(16) <= p["x"] <= int_max(16) and key[2] is False,
+    trap=lambda p, key: require(not int_min(16) <= p["x"] <= int_max(16) and key[0] != p["x"],
                                 "x must be out of the int16_t range"),
     sample=lambda rng: {"x": draw(rng, (-1, 1)) * draw_int(rng, 32768, 1_000_000)},
 )

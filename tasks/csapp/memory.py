@@ -98,19 +98,26 @@ STRUCT_REORDER = Template(
 # --- offsets of a mixed struct ---------------------------------------------------------------
 
 
+def _asked(p: Params) -> list[int]:
+    """The members whose offsets are asked, in the order asked (``ask``; all, in order, if absent)."""
+    return p.get("ask", list(range(len(p["members"]))))
+
+
 def _offsets(p: Params, packed: bool = False, i386: bool = False) -> list:
     types = [ctype(spec) for _, spec in p["members"]]
     if i386:
         types = [_i386(t) for t in types]
     layout = struct_layout(types, packed=packed)
-    return [*layout.offsets, layout.size]
+    return [*(layout.offsets[i] for i in _asked(p)), layout.size]
 
 
 def _sample_offsets(rng: np.random.Generator) -> Params:
     count = draw_int(rng, 4, 6)
     specs = [draw(rng, (*SCALAR_CHOICES, f"char[{draw_int(rng, 2, 7)}]", f"short[{draw_int(rng, 2, 3)}]"))
              for _ in range(count)]
-    return {"tag": "rec", "members": [[f"m{i}", spec] for i, spec in enumerate(specs)]}
+    # asked in a shuffled order: the first member's offset, always 0, is not always the first field
+    return {"tag": "rec", "members": [[f"m{i}", spec] for i, spec in enumerate(specs)],
+            "ask": [int(i) for i in rng.permutation(count)]}
 
 
 STRUCT_OFFSETS = Template(
@@ -118,7 +125,7 @@ STRUCT_OFFSETS = Template(
     category="memory",
     question=lambda p: struct_source(p["tag"], [n for n, _ in p["members"]], [s for _, s in p["members"]]),
     fields=lambda p: (
-        *(Field(f"offsetof(struct {p['tag']}, {n})", "int") for n, _ in p["members"]),
+        *(Field(f"offsetof(struct {p['tag']}, {p['members'][i][0]})", "int") for i in _asked(p)),
         Field(f"sizeof(struct {p['tag']})", "int"),
     ),
     reference=_offsets,

@@ -54,6 +54,12 @@ def sample_task(rng: np.random.Generator, categories: tuple[str, ...] | None = N
         if not pool:
             raise ValueError(f"no template in {categories} has a {difficulty!r} level")
     template = pool[int(rng.integers(len(pool)))]
+    return sample_from(rng, template, difficulty)
+
+
+def sample_from(rng: np.random.Generator, template: Template, difficulty: str | None = None) -> CsappTask:
+    """A train instance of ``template`` itself, drawn as ``sample_task`` draws one once it has
+    picked the template (redrawn while the trap fails or the draw is an eval task's parameters)."""
     misses = 0
     for _ in range(MAX_DRAWS):
         params = template.sample(rng)

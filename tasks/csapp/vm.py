@@ -9,7 +9,8 @@ recomputes each eviction from the whole history.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .template import Field, Params, Template, WrongReading, draw, draw_int, fixed, require
@@ -56,12 +57,13 @@ def translate(p: Params, *, fully_associative: bool = False, index_from_va: bool
 
 def tlb_outcomes(p: Params, *, sets: int | None = None, ways: int | None = None,
                  offset_ignored: bool = False) -> list:
-    """Hit or miss of each access of ``p["trace"]`` on an LRU TLB that starts empty, then misses."""
+    """Hit or miss of each access of ``p["trace"]`` on an LRU TLB that starts empty and first sees
+    the warm-up loads ``p["warm"]`` (not asked about), then the number of misses of the trace."""
     sets = p["tlb_sets"] if sets is None else sets
     ways = p["tlb_ways"] if ways is None else ways
     lines: list[list[int]] = [[] for _ in range(sets)]  # per set: tags, least recently used first
     hits = []
-    for va in p["trace"]:
+    for va in [*p.get("warm", []), *p["trace"]]:
         if offset_ignored:
             number = va
             index, tag = number & (sets - 1), number >> _bits(sets)
@@ -75,6 +77,7 @@ def tlb_outcomes(p: Params, *, sets: int | None = None, ways: int | None = None,
             row.pop(0)
         row.append(tag)
         hits.append(hit)
+    hits = hits[len(p.get("warm", [])):]
     return [*hits, hits.count(False)]
 
 
@@ -123,8 +126,9 @@ def translate_by_bits(p: Params) -> list:
 
 def tlb_outcomes_by_time(p: Params) -> list:
     last_use: dict[tuple[int, int], int] = {}  # (set, tag) -> time of last use, for resident entries
+    asked_from = len(p.get("warm", []))  # the warm-up loads come first and are not asked about
     hits = []
-    for now, va in enumerate(p["trace"]):
+    for now, va in enumerate(p.get("warm", []) + p["trace"]):
         _, _, index, tag = split_va_by_bits(p, va)
         hit = (index, tag) in last_use
         if not hit:
@@ -132,8 +136,9 @@ def tlb_outcomes_by_time(p: Params) -> list:
             if len(in_set) == p["tlb_ways"]:
                 del last_use[min(in_set, key=last_use.__getitem__)]
         last_use[(index, tag)] = now
-        hits.append(hit)
-    return [*hits, hits.count(False)]
+        if now >= asked_from:
+            hits.append(hit)
+    return [*hits, len(hits) - sum(hits)]
 
 
 def faults_from_history(refs: Sequence[int], frames: int, policy: str) -> int:
@@ -165,13 +170,78 @@ def _faulted(refs: Sequence[int], frames: int, j: int) -> bool:
     return faults(refs[: j + 1], frames, "fifo") > faults(refs[:j], frames, "fifo")
 
 
+# --- the state a question shows must be one a machine can be in -------------------------------------
+
+
+def impossible_states(p: Params) -> list[str]:
+    """What the TLB, page table and cache of an instance show that no machine can hold (empty: none).
+
+    A TLB entry is a cached page-table entry, so the entry for VPN v maps to the PPN the page
+    table gives v wherever the table lists v; a set holds at most its ways of valid entries, and
+    never the same tag twice; every VPN, PPN and tag fits the address widths; a set of the
+    direct-mapped data cache (``cache_ways``, 1 unless stated) holds at most one valid line.
+    """
+    problems: list[str] = []
+    offset_bits = _bits(p["page"])
+    vpn_limit, ppn_limit = 1 << (p["vbits"] - offset_bits), 1 << (p["pbits"] - offset_bits)
+    page_table: dict[int, int] = {}
+    for vpn, ppn in p.get("pt", []):
+        if not (0 <= vpn < vpn_limit and 0 <= ppn < ppn_limit):
+            problems.append(f"page-table entry VPN {_h(vpn)} -> PPN {_h(ppn)} does not fit the address widths")
+        if page_table.setdefault(vpn, ppn) != ppn:
+            problems.append(f"the page table maps VPN {_h(vpn)} to two PPNs")
+    sets, index_bits = p["tlb_sets"], _bits(p["tlb_sets"])
+    entries: Counter[tuple[int, int]] = Counter()
+    for s, tag, ppn in p.get("tlb", []):
+        vpn = (tag << index_bits) | s
+        entries[(s, tag)] += 1
+        if not (0 <= s < sets and tag >= 0 and vpn < vpn_limit and 0 <= ppn < ppn_limit):
+            problems.append(f"TLB entry set {s} tag {_h(tag)} -> PPN {_h(ppn)} does not fit the TLB and widths")
+        if vpn in page_table and page_table[vpn] != ppn:
+            problems.append(f"TLB entry set {s} tag {_h(tag)} maps VPN {_h(vpn)} to PPN {_h(ppn)}, the page "
+                            f"table to {_h(page_table[vpn])}")
+    problems += [f"TLB set {s} holds tag {_h(t)} {n} times" for (s, t), n in sorted(entries.items()) if n > 1]
+    per_set = Counter(s for s, _ in entries.elements())
+    problems += [f"TLB set {s} holds {n} valid entries, more than its {p['tlb_ways']} ways"
+                 for s, n in sorted(per_set.items()) if n > p["tlb_ways"]]
+    if "lines" in p:
+        ways = p.get("cache_ways", 1)
+        tag_limit = 1 << max(0, p["pbits"] - _bits(p["block"]) - _bits(p["cache_sets"]))
+        lines = Counter((s, t) for s, t in p["lines"])
+        problems += [f"cache line set {s} tag {_h(t)} does not fit the cache and widths"
+                     for s, t in lines if not (0 <= s < p["cache_sets"] and 0 <= t < tag_limit)]
+        problems += [f"cache set {s} holds tag {_h(t)} {n} times" for (s, t), n in sorted(lines.items()) if n > 1]
+        problems += [f"cache set {s} holds {n} valid lines, more than its {ways} way{'s' * (ways != 1)}"
+                     for s, n in sorted(Counter(s for s, _ in p["lines"]).items()) if n > ways]
+    return problems
+
+
+def _possible(p: Params) -> None:
+    problems = impossible_states(p)
+    require(not problems, "the TLB, page table and cache must show a state a machine can be in: "
+            + "; ".join(problems))
+
+
+def _coin(rng: np.random.Generator, sample: Callable[[], Params], outcome: Callable[[Params], bool],
+          tries: int = 60) -> Params:
+    """A draw of ``sample`` whose ``outcome`` is a fair coin's: so that neither answer to a yes/no
+    field is a safe guess (``guessability``). The last draw if the coin's side never came up."""
+    wanted = bool(draw_int(rng, 0, 1))
+    for _ in range(tries):
+        p = sample()
+        if outcome(p) == wanted:
+            break
+    return p
+
+
 # --- templates ----------------------------------------------------------------------------------
 
 
 def _describe(p: Params) -> str:
     sets, ways = p["tlb_sets"], p["tlb_ways"]
+    kind = "direct-mapped (1-way)" if ways == 1 else f"{ways}-way set-associative"
     return (f"Virtual addresses are {p['vbits']} bits and physical addresses {p['pbits']} bits; pages are "
-            f"{p['page']} bytes. The TLB has {sets} sets and is {ways}-way set-associative; its set index is "
+            f"{p['page']} bytes. The TLB has {sets} sets and is {kind}; its set index is "
             "the low bits of the VPN and its tag the rest of the VPN.")
 
 
@@ -184,8 +254,16 @@ def _translate_question(p: Params) -> str:
 
 
 def _translate_trap(p: Params, key: list) -> None:
-    require(not key[4], "the access must miss in the TLB")
-    require(translate(p, fully_associative=True)[4], "a TLB entry in another set must carry the tag")
+    """Hit or miss, a decoy entry in another set carries the access's tag: on a miss it is what
+    a tag-anywhere reading hits; on a hit it sits in an earlier set and maps another page, so a
+    scan for the tag meets it first."""
+    _possible(p)
+    _, _, index, tag = split_va(p, p["va"])
+    decoys = sorted(e for e in p["tlb"] if e[1] == tag and e[0] != index)
+    require(bool(decoys), "a TLB entry in another set must carry the tag")
+    if key[4]:
+        require(decoys[0][0] < index and _h(decoys[0][2]) != key[5],
+                "on a hit, a TLB entry in an earlier set must carry the tag and map another page")
 
 
 def _sample_translate(rng: np.random.Generator) -> Params:
@@ -193,19 +271,30 @@ def _sample_translate(rng: np.random.Generator) -> Params:
     sets, ways = draw(rng, (4, 8, 16)), draw(rng, (2, 4))
     vbits = draw(rng, (14, 16, 18, 20)) if page < 4096 else draw(rng, (20, 24))
     pbits = vbits - 2
+    hit = bool(draw_int(rng, 0, 1))  # hits and misses equally often
+    index_bits, ppn_max = _bits(sets), (1 << (pbits - _bits(page))) - 1
+    vpn_max, tag_max = (1 << (vbits - _bits(page))) - 1, (1 << (vbits - _bits(page) - index_bits)) - 1
     va = draw_int(rng, 0, (1 << vbits) - 1)
+    while split_va({"page": page, "tlb_sets": sets}, va)[2] == 0:  # a set before it holds the decoy
+        va = draw_int(rng, 0, (1 << vbits) - 1)
     vpn, _, index, tag = split_va({"page": page, "tlb_sets": sets}, va)
-    ppn_max = (1 << (pbits - _bits(page))) - 1
-    decoy_set = (index + draw_int(rng, 1, sets - 1)) % sets
-    tlb = [[decoy_set, tag, draw_int(rng, 0, ppn_max)]]
-    tag_max = (1 << (vbits - _bits(page) - _bits(sets))) - 1
+    page_table = {vpn: draw_int(rng, 0, ppn_max)}
+    for _ in range(3):  # other pages the table lists
+        page_table.setdefault(draw_int(rng, 0, vpn_max), draw_int(rng, 0, ppn_max))
+    # every valid TLB entry caches a page-table entry: the table's PPN where it lists the page
+    decoy_set = draw_int(rng, 0, index - 1)
+    decoy_ppn = page_table.get((tag << index_bits) | decoy_set, draw_int(rng, 0, ppn_max))
+    tlb = {(decoy_set, tag): decoy_ppn}
+    if hit:
+        tlb[(index, tag)] = page_table[vpn]
     for _ in range(draw_int(rng, 2, 5)):
-        tlb.append([draw_int(rng, 0, sets - 1), draw_int(rng, 0, tag_max), draw_int(rng, 0, ppn_max)])
-    tlb = [e for i, e in enumerate(tlb) if not any(f[:2] == e[:2] for f in tlb[:i]) and e[:2] != [index, tag]]
-    others = {draw_int(rng, 0, (1 << (vbits - _bits(page))) - 1) for _ in range(3)} - {vpn}
-    pt = [[vpn, draw_int(rng, 0, ppn_max)]] + [[v, draw_int(rng, 0, ppn_max)] for v in sorted(others)]
+        s, t = draw_int(rng, 0, sets - 1), draw_int(rng, 0, tag_max)
+        if (s, t) in tlb or (s, t) == (index, tag) or sum(k[0] == s for k in tlb) == ways:
+            continue
+        tlb[(s, t)] = page_table.get((t << index_bits) | s, draw_int(rng, 0, ppn_max))
     return {"vbits": vbits, "pbits": pbits, "page": page, "tlb_sets": sets, "tlb_ways": ways,
-            "tlb": sorted(tlb), "pt": sorted(pt), "va": va}
+            "tlb": sorted([s, t, ppn] for (s, t), ppn in tlb.items()),
+            "pt": sorted([v, ppn] for v, ppn in page_table.items()), "va": va}
 
 
 TRANSLATE = Template(
@@ -230,14 +319,14 @@ TRANSLATE = Template(
 # --- on through a physically addressed cache -------------------------------------------------------
 
 
-def cached(p: Params, *, virtual_index: bool = False, fully_associative: bool = False) -> list:
+def cached(p: Params, *, virtual_index: bool = False, tlb_anywhere: bool = False, tag_is_block: bool = False) -> list:
     """[TLB hit, PPN, PA, CO, CI, CT, cache hit]: ``p["va"]`` translated, then looked up in a
     direct-mapped cache indexed and tagged by the physical address."""
-    _, _, _, _, tlb_hit, ppn, pa = translate(p)
+    _, _, _, _, tlb_hit, ppn, pa = translate(p, fully_associative=tlb_anywhere)
     address = p["va"] if virtual_index else int(pa, 16)
     offset, rest = address % p["block"], address // p["block"]
-    index, tag = rest % p["cache_sets"], rest // p["cache_sets"]
-    hit = any(t == tag and (fully_associative or s == index) for s, t in p["lines"])
+    index, tag = rest % p["cache_sets"], rest if tag_is_block else rest // p["cache_sets"]
+    hit = any(s == index and t == tag for s, t in p["lines"])
     return [tlb_hit, ppn, pa, offset, index, _h(tag), hit]
 
 
@@ -256,15 +345,21 @@ def _sample_cached(rng: np.random.Generator) -> Params:
     p = _sample_translate(rng)
     while p["page"] > 256:  # the cache index must reach above the page offset, into the PPN
         p = _sample_translate(rng)
-    p.update(block=draw(rng, (8, 16, 32)), cache_sets=draw(rng, (32, 64, 128)))
-    pa = int(translate(p)[6], 16) // p["block"]
-    index, tag = pa % p["cache_sets"], pa // p["cache_sets"]
-    lines = {(int((index + draw_int(rng, 1, p["cache_sets"] - 1)) % p["cache_sets"]), tag)}  # the decoy
-    if draw_int(rng, 0, 1):
-        lines.add((index, tag))
-    for _ in range(draw_int(rng, 1, 3)):
-        lines.add((draw_int(rng, 0, p["cache_sets"] - 1), draw_int(rng, 0, max(1, tag * 2))))
-    p["lines"] = sorted([s_, t_] for s_, t_ in lines)
+    sets = draw(rng, (32, 64, 128))
+    p.update(block=draw(rng, (8, 16, 32)), cache_sets=sets)
+    tag_max = (1 << max(0, p["pbits"] - _bits(p["block"]) - _bits(sets))) - 1
+    block = int(translate(p)[6], 16) // p["block"]
+    index, tag = block % sets, block // sets
+    lines = {(index + draw_int(rng, 1, sets - 1)) % sets: tag}  # the decoy: the same tag in another set
+    if draw_int(rng, 0, 1):  # hits and misses equally often
+        lines[index] = tag
+    elif tag_max and draw_int(rng, 0, 1):  # a miss on a set that holds another block
+        lines[index] = (tag + draw_int(rng, 1, tag_max)) % (tag_max + 1)
+    for _ in range(draw_int(rng, 1, 3)):  # one valid line per set: the cache is direct-mapped
+        s = draw_int(rng, 0, sets - 1)
+        if s != index:
+            lines.setdefault(s, draw_int(rng, 0, tag_max))
+    p["lines"] = sorted([s, t] for s, t in lines.items())
     return p
 
 
@@ -277,8 +372,8 @@ def _cached_question(p: Params) -> str:
 
 
 def _cached_trap(p: Params, key: list) -> None:
+    _translate_trap(p, translate(p))  # a state a machine can be in, with the TLB's decoy
     require(key[4] != cached(p, virtual_index=True)[4], "the physical set index must differ from the virtual one")
-    require(not key[0], "the TLB must miss")
 
 
 CACHED = Template(
@@ -292,7 +387,9 @@ CACHED = Template(
     reference=cached,
     wrong=(WrongReading("the cache is indexed and tagged by the virtual address",
                         lambda p: cached(p, virtual_index=True)),
-           WrongReading("a matching tag anywhere in the cache hits", lambda p: cached(p, fully_associative=True))),
+           WrongReading("a matching tag anywhere in the TLB hits", lambda p: cached(p, tlb_anywhere=True)),
+           WrongReading("the cache tag is the whole block number (set index bits kept)",
+                        lambda p: cached(p, tag_is_block=True))),
     trap=_cached_trap,
     sample=_sample_cached,
     independent=cached_by_bits,
@@ -311,18 +408,34 @@ def _sample_trace(rng: np.random.Generator) -> Params:
     vbits = 20 if page < 4096 else 24
     home = draw_int(rng, 0, sets - 1)
     vpns = [home + sets * draw_int(rng, 0, 30) for _ in range(ways + 1)] + [draw_int(rng, 0, 255)]
-    trace = [draw(rng, vpns) * page + draw_int(rng, 0, page - 1) for _ in range(draw_int(rng, 6, 10))]
-    return {"vbits": vbits, "pbits": vbits, "page": page, "tlb_sets": sets, "tlb_ways": ways, "trace": trace}
+
+    def loads(count: int) -> list[int]:
+        return [draw(rng, vpns) * page + draw_int(rng, 0, page - 1) for _ in range(count)]
+
+    # a warm-up before the trace, so that its first access hits as often as it misses
+    return _coin(rng, lambda: {"vbits": vbits, "pbits": vbits, "page": page, "tlb_sets": sets, "tlb_ways": ways,
+                               "warm": loads(draw_int(rng, 1, 2)), "trace": loads(draw_int(rng, 6, 10))},
+                 lambda p: tlb_outcomes(p)[0])
+
+
+def _trace_question(p: Params) -> str:
+    lru = "Replacement within a set is LRU, the TLB" if p["tlb_ways"] > 1 else "The TLB"
+    trace = ", ".join(_h(a) for a in p["trace"])
+    loads = (f"A program first loads one byte at each of {', '.join(_h(a) for a in p['warm'])} (in this order; "
+             f"these loads are not asked about), then one byte at each of these virtual addresses, in this order: "
+             f"{trace}." if p.get("warm") else
+             f"A program loads one byte at each of these virtual addresses, in this order: {trace}.")
+    return f"{_describe(p)} {lru} starts empty, and every page is mapped (no page faults).\n{loads}"
 
 
 TLB_TRACE = Template(
     name="tlb_trace",
     category="vm",
-    question=lambda p: (f"{_describe(p)} Replacement within a set is LRU, the TLB starts empty, and every page "
-                        "is mapped (no page faults).\nA program loads one byte at each of these virtual "
-                        f"addresses, in this order: {', '.join(_h(a) for a in p['trace'])}."),
+    question=_trace_question,
     fields=lambda p: (*(Field(f"whether the TLB hits on access {i} ({_h(a)})", "bool")
-                        for i, a in enumerate(p["trace"], 1)), Field("the number of TLB misses", "int")),
+                        for i, a in enumerate(p["trace"], 1)),
+                      Field("the number of TLB misses" + (" on these accesses (the warm-up loads not counted)"
+                                                          if p.get("warm") else ""), "int")),
     reference=tlb_outcomes,
     wrong=(WrongReading("the TLB is fully associative",
                         lambda p: tlb_outcomes(p, sets=1, ways=p["tlb_sets"] * p["tlb_ways"])),
@@ -330,7 +443,7 @@ TLB_TRACE = Template(
                         lambda p: tlb_outcomes(p, offset_ignored=True))),
     trap=_trace_trap,
     sample=_sample_trace,
-    measure=lambda p: float(len(p["trace"]) + p["tlb_ways"]),
+    measure=lambda p: float(len(p["trace"]) + len(p.get("warm", [])) + p["tlb_ways"]),
     independent=tlb_outcomes_by_time,
 )
 
@@ -376,11 +489,12 @@ def _belady(p: Params, count=faults, lru: bool = False) -> list:
 
 
 def _sample_belady(rng: np.random.Generator) -> Params:
-    names = [int(v) for v in rng.permutation(9)[:5]]
-    refs = [names[r - 1] for r in _BELADY]
-    extra = [draw(rng, names) for _ in range(draw_int(rng, 0, 3))]
-    refs = refs + extra if draw_int(rng, 0, 1) else extra + refs
-    return {"refs": refs, "frames": 3}
+    """The anomaly's shape on five pages, with a few references before and after it (a sixth page
+    among them), so that the fault counts vary."""
+    names = [int(v) for v in rng.permutation(9)[:6]]
+    before = [draw(rng, names) for _ in range(draw_int(rng, 0, 3))]
+    after = [draw(rng, names) for _ in range(draw_int(rng, 0, 3))]
+    return {"refs": before + [names[r - 1] for r in _BELADY] + after, "frames": 3}
 
 
 BELADY = Template(
