@@ -10,7 +10,9 @@ std and gets advantage 0, so a broken harness never reads as a wrong answer.
 No model can be downloaded here, so the policy is a placeholder: it answers CsappExact tasks by
 choosing one of the task's executed candidate answers (the key or a tempting wrong reading,
 shuffled) with a softmax over a linear score of numeric features of the candidate (sign, C
-widths it fits, float32 exactness, ...). Swap ``StubPolicy`` for an LLM's ``generate`` and
+widths it fits, float32 exactness, ...), per question template (as an LLM reads the prompt):
+no field of the train split is answered by a constant, so features alone, blind to the
+question, learn next to nothing. Swap ``StubPolicy`` for an LLM's ``generate`` and
 ``log_prob`` gradient and the loop is unchanged: it only ever sees text in and rewards out.
 
     python examples/grpo_loop.py                      # docker sandbox
@@ -29,7 +31,7 @@ import gymnasium as gym
 import numpy as np
 
 import gym_sysmath  # noqa: F401  (registers the ids)
-from gym_sysmath.integrations.sb3 import ELEMENT_FEATURES, csapp_record, element_features
+from gym_sysmath.integrations.sb3 import ELEMENT_FEATURES, TEMPLATE_NAMES, csapp_record, element_features
 
 
 @dataclass
@@ -39,7 +41,7 @@ class Args:
     seed: int = 0
     group_size: int = 8
     """completions per task (and envs in the vector env)"""
-    iterations: int = 300
+    iterations: int = 600
     """tasks (groups) to train on"""
     learning_rate: float = 0.5
     eval_tasks: int = 200
@@ -59,33 +61,40 @@ class StubPolicy:
     """Softmax over candidate answers with logits ``w . phi(candidate)``: an LLM stand-in."""
 
     def __init__(self, rng: np.random.Generator):
-        self.weights = np.zeros(ELEMENT_FEATURES)
+        self.weights = np.zeros(ELEMENT_FEATURES * (1 + len(TEMPLATE_NAMES)))  # shared, then one block a template
         self.rng = rng
 
     @staticmethod
-    def features(candidate: list) -> np.ndarray:
-        return np.mean([element_features(value) for value in candidate], axis=0)
+    def features(candidate: list, template: str) -> np.ndarray:
+        phi = np.mean([element_features(value) for value in candidate], axis=0)
+        out = np.zeros(ELEMENT_FEATURES * (1 + len(TEMPLATE_NAMES)))
+        block = 1 + TEMPLATE_NAMES.index(template)
+        out[:ELEMENT_FEATURES] = out[block * ELEMENT_FEATURES:(block + 1) * ELEMENT_FEATURES] = phi
+        return out
 
-    def probabilities(self, candidates: list[list]) -> tuple[np.ndarray, np.ndarray]:
-        phi = np.stack([self.features(c) for c in candidates])
+    def probabilities(self, candidates: list[list], template: str) -> tuple[np.ndarray, np.ndarray]:
+        phi = np.stack([self.features(c, template) for c in candidates])
         logits = phi @ self.weights
         p = np.exp(logits - logits.max())
         return p / p.sum(), phi
 
-    def sample(self, candidates: list[list], n: int, greedy: bool = False) -> tuple[list[str], list[np.ndarray]]:
+    def sample(self, question: tuple[str, list[list]], n: int,
+               greedy: bool = False) -> tuple[list[str], list[np.ndarray]]:
         """``n`` completions (text) and the score-function gradient of each one's log-probability."""
-        p, phi = self.probabilities(candidates)
+        template, candidates = question
+        p, phi = self.probabilities(candidates, template)
         picks = [int(np.argmax(p))] * n if greedy else list(self.rng.choice(len(candidates), size=n, p=p))
         expected = p @ phi
         texts = [f"Reading the C semantics carefully.\nANSWER: {json.dumps(candidates[i])}" for i in picks]
         return texts, [phi[i] - expected for i in picks]
 
 
-def candidates_of(envs: gym.vector.VectorEnv, rng: np.random.Generator) -> list[list]:
-    """The current task's executed key and distractors, shuffled (the group shares one task)."""
+def candidates_of(envs: gym.vector.VectorEnv, rng: np.random.Generator) -> tuple[str, list[list]]:
+    """The current task's template, and its executed key and distractors, shuffled (the group
+    shares one task)."""
     record = csapp_record(envs.unwrapped.envs[0])
     candidates = [record.answer, *record.distractors]
-    return [candidates[i] for i in rng.permutation(len(candidates))]
+    return record.template, [candidates[i] for i in rng.permutation(len(candidates))]
 
 
 def group_advantages(rewards: np.ndarray, valid: np.ndarray, eps: float = 1e-4) -> np.ndarray:
