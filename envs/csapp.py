@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,13 +17,120 @@ from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import csapp
 from gym_sysmath.verdicts import Grade, Verdict
 
+#: What reading an ANSWER value may raise on hostile text; each is "not a value", never an error.
+_UNREADABLE = (ValueError, TypeError, ArithmeticError, RecursionError, MemoryError)
+#: Python's spellings of the special floats, read as their JSON twins (``inf`` is ``Infinity``).
+_SPECIAL_FLOAT = re.compile(
+    r"(?P<sign>[+-]?)\s*+(?:(?:(?:math|np|numpy)\s*+\.\s*+)?(?P<word>inf|infinity|nan)"
+    r"|float\(\s*+(?P<q>['\"])(?P<inner>[+-]?(?:inf|infinity|nan))(?P=q)\s*+\))",
+    re.IGNORECASE,
+)
+_TRIPLE_QUOTES = ("'" * 3, '"' * 3)
+
+
+def _special_float(element: str) -> float | None:
+    match = _SPECIAL_FLOAT.fullmatch(element)
+    if match is None:
+        return None
+    word = (match["word"] or match["inner"]).lower()
+    if "nan" in word:
+        return math.nan  # NaN is NaN whatever its sign: Python prints both as nan
+    negative = (match["sign"] == "-") != word.startswith("-")
+    return -math.inf if negative else math.inf
+
+
+def _display_elements(text: str) -> list[str] | None:
+    """The elements of a flat Python list display ``[a, 'b', c]``, split at its top-level commas
+    (string literals, escapes, triple quotes and comments respected); None when it is not one.
+    One pass: O(len(text))."""
+    if not (text.startswith("[") and text.endswith("]")):
+        return None
+    inner = text[1:-1]
+    elements: list[str] = []
+    pieces: list[str] = []  # the current element, comments left out
+    start = i = depth = 0
+    while i < len(inner):
+        char = inner[i]
+        if char in "'\"":
+            quote = inner[i : i + 3] if inner[i : i + 3] in _TRIPLE_QUOTES else char
+            i += len(quote)
+            while i < len(inner) and not inner.startswith(quote, i):
+                if inner[i] == "\n" and len(quote) == 1:
+                    return None
+                i += 2 if inner[i] == "\\" else 1
+            if i >= len(inner):
+                return None  # an unclosed string
+            i += len(quote)
+        elif char == "#":
+            pieces.append(inner[start:i])
+            end = inner.find("\n", i)
+            i = start = end if end >= 0 else len(inner)
+        elif char in "()":
+            depth += 1 if char == "(" else -1  # float('inf'), (-1)
+            i += 1
+        elif char in "[]{}" or depth < 0:
+            return None  # not flat (or not a list display at all)
+        elif char == "," and depth == 0:
+            elements.append("".join([*pieces, inner[start:i]]))
+            pieces.clear()
+            i = start = i + 1
+        else:
+            i += 1
+    elements.append("".join([*pieces, inner[start:]]))
+    if not elements[-1].strip() and len(elements) > 1:
+        elements.pop()  # one trailing comma, as Python allows
+    return elements
+
+
+def _read_list(text: str) -> list:
+    """The typed list an ANSWER value spells (``csapp.read_answer_value``'s rules), in time linear
+    in its length: JSON is read whole; a Python list display element by element (so no element
+    is re-read for each of the others), a special float spelled the Python way (``inf``,
+    ``-inf``, ``nan``, ``float('inf')``, ``math.inf``) as its JSON twin. Raises ``ValueError``
+    (or another of ``_UNREADABLE``) when it is not one."""
+    try:
+        shape = json.loads(text, parse_int=str, parse_float=str, parse_constant=str)
+    except RecursionError:
+        raise ValueError("the answer is nested too deeply to be an answer list") from None
+    except ValueError:
+        elements = _display_elements(text)
+        if elements is None:
+            raise ValueError("it is neither JSON nor a flat Python list display") from None
+    else:
+        if isinstance(shape, list) and any(isinstance(v, (list, dict)) for v in shape):
+            raise ValueError("answer elements must be numbers, booleans or strings; found a nested list or object")
+        return _read_value(text)
+    values: list = []
+    for element in elements:
+        special = _special_float(element.strip())
+        values.extend([special] if special is not None else _read_value(f"[{element}]"))
+    if len(values) != len(elements):
+        raise ValueError("an element of the list is not one number, boolean or string")
+    return values
+
+
+def _read_value(text: str) -> list:
+    try:
+        return csapp.read_answer_value(text)
+    except ArithmeticError:
+        raise ValueError("a number in it is out of range") from None
+
+
+def _why_unreadable(raw: str) -> str:
+    """Why the value ``raw`` is not an answer list, for ``info["detail"]``."""
+    try:
+        _read_list(unwrap(raw.strip().rstrip(".")))
+    except _UNREADABLE as error:
+        return (str(error) or type(error).__name__)[:200]
+    return "it holds no answer list"
+
 
 def _parse_or_none(raw: str) -> list | None:
     """The list on an ANSWER line (JSON, or a Python list display), after markdown wrappers
-    (``**``, backticks, ``$``) and a closing period; None when it is not one."""
+    (``**``, backticks, ``$``) and a closing period; None when it is not one. Never raises."""
     try:
-        return csapp.read_answer_value(unwrap(raw.strip().rstrip(".")))
-    except ValueError:
+        return _read_list(unwrap(raw.strip().rstrip(".")))
+    except _UNREADABLE:
         return None
 
 
@@ -35,7 +144,9 @@ class CsappExactEnv(SysmathEnv):
     place where the obvious answer is wrong. The eval tasks are original; every answer key was
     produced by running a reference implementation or, for assembly and linking, the real gcc
     and ld (at build time: the env only reads the recorded results). The agent may run Python
-    for a few turns, like a programmer at a REPL, then answers.
+    for a few turns, like a programmer at a REPL, then answers. Its tool turns run Python without
+    a C compiler, assembler or linker (the prompt says so), so a task keyed by what gcc or ld did
+    cannot be answered by running them: the image's toolchain is unreadable to a session's uid.
 
     ## Action Space
     `Text` (see `gym_sysmath.spaces`); any `str` is accepted, Unicode included. The protocol,
@@ -156,12 +267,15 @@ class CsappExactEnv(SysmathEnv):
                 "This is your only reply: no tool output comes back. End it with a line\n"
                 "ANSWER: [ ... ]\n"
                 "holding the JSON list, outside any code block. (A reply without an ANSWER line is graded by "
-                "the list its ```python block leaves in a variable named `result`.)"
+                "the list its ```python block leaves in a variable named `result`; that Python runs without a "
+                "C compiler, assembler or linker.)"
             )
         return (
             f"{task.instruction}\n\n"
             f"You have {self.max_turns} replies. A reply with a ```python block and no ANSWER line runs the "
-            f"block in a persistent Python session and shows you its output. To finish, reply with a line\n"
+            f"block in a persistent Python session and shows you its output; the session runs Python only, "
+            "without a C compiler, assembler or linker (work things out with Python itself: struct, math). "
+            "To finish, reply with a line\n"
             "ANSWER: [ ... ]\n"
             "holding the JSON list, outside any code block (code in that reply is not run); or leave the list "
             "in a variable named `result` and reply without an ANSWER line or code."
@@ -192,7 +306,8 @@ class CsappExactEnv(SysmathEnv):
             return self._grade_session("`result` was read")
         if choice.status == "unparseable":
             return Grade(Verdict.FORMAT_ERROR, "the ANSWER value is not a non-empty list (JSON, or a Python list "
-                                               "display) of numbers, booleans and strings")
+                                               "display) of numbers, booleans and strings: "
+                                               f"{_why_unreadable(choice.raw or '')}")
         if choice.status == "several":
             return Grade(Verdict.WRONG_ANSWER, "several different ANSWER values were given")
         assert choice.value is not None  # status "one" carries its value

@@ -15,7 +15,8 @@ Details, for every family alike:
   the task runs is the code; blocks in another language are reported to the model, never run;
   output blocks (``text``, ``json``, ...) are prose.
 - A reply that ends inside an unclosed fence (cut off by the token limit) runs nothing and is not
-  graded final: the model is told its code was cut, and the turn counts.
+  graded final: the model is told its code was cut, and the turn counts. Chat-template tokens
+  at the end of a reply (``<|im_end|>``, ``</s>``) are not part of it.
 - CompGeom reads no ANSWER line: its answer is its code (see its docstring).
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from gym_sysmath.answers import find_answers, is_answer_line, strip_think
+from gym_sysmath.answers import find_answers, is_answer_line, strip_end_tokens, strip_think
 from gym_sysmath.fences import DISPLAY, Block, find_blocks, split_lines
 from gym_sysmath.spaces import CHARSET
 
@@ -103,6 +104,9 @@ class Reply:
         ran = self.code
         if ran is not None and len(self.code_blocks) > 1:
             notes.append(f"[ran the last of {len(self.code_blocks)} {ran.fence} blocks; the others did not run]")
+        if ran is not None and ran.surrogates:
+            notes.append(f"[the block held {ran.surrogates} lone surrogate(s), which are not text; each ran as "
+                         "U+FFFD]")
         for block in self.foreign:
             notes.append(f"[not run: the {block.fence} block; this task runs {_fences(self.languages)} blocks]")
         return notes
@@ -126,8 +130,11 @@ def check_action_text(action: object, max_length: int = MAX_ACTION_CHARS) -> str
 
 
 def read_reply(text: str, languages: tuple[str, ...] = ()) -> Reply:
-    """Read ``text`` once: its ANSWER values, its complete fenced blocks, a fence left open."""
-    lines = split_lines(strip_think(text))
+    """Read ``text`` once: its ANSWER values, its complete fenced blocks, a fence left open.
+
+    Chat-template tokens at the end (a closing fence followed by ``<|im_end|>``) are not part of
+    the last line, so they never leave a closed fence open."""
+    lines = split_lines(strip_think(strip_end_tokens(text)))
     blocks = find_blocks(lines, languages[0] if languages else None)
     cut = blocks[-1] if blocks and blocks[-1].cut else None
     closed = tuple(block for block in blocks if not block.cut)

@@ -14,6 +14,15 @@ Decisions, so graders agree on them:
   templates that open the block in the prompt produce responses.
 - An answer line starts (after optional markdown decoration such as ``**``, ``#``, ``>`` or ``-``)
   with ``ANSWER:`` in any case, optionally ``Final answer:``. Mid-sentence "answer:" is prose.
+  Lines labelled ``ANSWER`` in capitals win: lenient labels (``Answer:``, ``Final Answer:``) are
+  read only when a reply has no capital one, so prose ``Answer:`` lines never cancel it.
+- A label with no value whose next non-blank line is another answer line (``**Final Answer:**``
+  above ``ANSWER: 6``) is a heading, not a value.
+- Invisible characters (zero-width, BOM, word joiner, soft hyphen, direction marks) and
+  chat-template tokens (``<|im_end|>``, ``</s>``, ...) are removed first (``clean_text``); an emoji
+  after a value, an expression chain before it, a flat vector's ``^T`` and the quotes of a
+  fraction are not part of it (``clean_value``).
+- Every function here takes time linear in its input for any ``str``, and never raises.
 - Lines may end in LF, CRLF or a lone CR.
 - Lines inside fenced code blocks are not answer lines (``# ANSWER: 5`` in code is a comment),
   except in a fenced block that holds nothing but one ANSWER line.
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import operator
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
@@ -48,11 +58,24 @@ _THINK_TAG = re.compile(r"<(/?)think(?:ing)?\s*>", re.IGNORECASE)
 # \s is Unicode whitespace (a no-break space after the colon is still an answer line); the colon may
 # be full-width.
 _ANSWER_LINE = re.compile(
-    r"^[\s>#*_\-+\u2022]*+(?:final\s++)?answer\s*+[*_]*+\s*+[:\uff1a](?P<value>.*)$", re.IGNORECASE
+    r"^[\s>#*_\-+\u2022]*+(?:final\s++)?(?P<label>answer)\s*+[*_]*+\s*+[:\uff1a](?P<value>.*)$", re.IGNORECASE
 )
 #: Inside a fence only a bare ANSWER line counts (``# ANSWER: 5`` there is a code comment).
-_FENCED_ANSWER_LINE = re.compile(r"^\s*+[*_]*+(?:final\s++)?answer\s*+[*_]*+\s*+[:\uff1a](?P<value>.*)$",
-                                 re.IGNORECASE)
+_FENCED_ANSWER_LINE = re.compile(
+    r"^\s*+[*_]*+(?:final\s++)?(?P<label>answer)\s*+[*_]*+\s*+[:\uff1a](?P<value>.*)$", re.IGNORECASE
+)
+#: The label that wins over the lenient ones (``Answer:``, ``Final Answer:``): ``ANSWER`` in capitals.
+_STRICT_LABEL = "ANSWER"
+#: Characters that print as nothing: zero-width space, (non-)joiner, direction marks and embeddings,
+#: word joiner, invisible operators, BOM, soft hyphen, Mongolian vowel separator. Removed before
+#: answer lines are looked for, so they can neither hide a line nor change a value.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+#: Chat-template end-of-turn and role tokens a decoder may leave in the text: ``<|im_end|>``,
+#: ``<|eot_id|>``, ``<|end|>``, ``<|endoftext|>``, ``</s>``, ``<eos>``, Gemma's ``<end_of_turn>``,
+#: DeepSeek's full-width ``<\uff5cend\u2581of\u2581sentence\uff5c>``. Bounded, so linear.
+_SPECIAL_TOKEN = re.compile(
+    r"<\|[^\s<>|]{1,48}\|>|<\uff5c[^\s<>\uff5c]{1,48}\uff5c>|</s>|<eos>|<end_of_turn>|<start_of_turn>"
+)
 _DECORATION_ONLY = re.compile(r"^[\s*_`$]*$")
 _OPENERS = "[({"
 _CLOSERS = "])}"
@@ -89,16 +112,32 @@ def strip_think(text: str) -> str:
     return "".join(visible)
 
 
-def _imbalance(text: str) -> int:
-    depth = sum(text.count(c) for c in _OPENERS) - sum(text.count(c) for c in _CLOSERS)
-    envs = len(_ENV_BEGIN.findall(text)) - len(_ENV_END.findall(text))
-    display = text.count("$$") % 2
-    return max(depth, 0) + max(envs, 0) + display
+class _Balance:
+    """Running count of the brackets, LaTeX environments and ``$$`` a value has left open, added
+    line by line (each line is read once, so a value of n characters costs O(n))."""
+
+    __slots__ = ("depth", "dollars", "envs")
+
+    def __init__(self, line: str = "") -> None:
+        self.depth = self.envs = self.dollars = 0
+        self.add(line)
+
+    def add(self, line: str) -> None:
+        text = normalise_notation(line)
+        self.depth += sum(text.count(c) for c in _OPENERS) - sum(text.count(c) for c in _CLOSERS)
+        self.envs += len(_ENV_BEGIN.findall(text)) - len(_ENV_END.findall(text))
+        self.dollars += text.count("$$")  # no "$$" spans a line end, so per-line counts add up
+
+    @property
+    def open(self) -> bool:
+        return max(self.depth, 0) + max(self.envs, 0) + self.dollars % 2 > 0
 
 
 def _regions(lines: list[str]) -> tuple[list[int | None], set[int], set[int]]:
     """Per line, None for prose or the number of the fenced block it is in (delimiters too); the
-    delimiter lines; the numbers of the blocks that hold nothing but one ANSWER line."""
+    delimiter lines; the numbers of the blocks that hold nothing but one ANSWER line.
+
+    Every line is read a bounded number of times: O(total length)."""
     regions: list[int | None] = [None] * len(lines)
     delimiters: set[int] = set()
     answer_blocks: set[int] = set()
@@ -111,12 +150,14 @@ def _regions(lines: list[str]) -> tuple[list[int | None], set[int], set[int]]:
         content = [i for i in range(block.first_line + 1, block.last_line) if lines[i].strip()]
         if block.cut or not content or _FENCED_ANSWER_LINE.match(lines[content[0]]) is None:
             continue
-        value = [lines[content[0]]]
+        balance = _Balance(lines[content[0]])
+        taken = 1
         for i in content[1:]:
-            if _imbalance(normalise_notation("\n".join(value))) <= 0:
+            if not balance.open:
                 break
-            value.append(lines[i])
-        if len(value) == len(content):
+            balance.add(lines[i])
+            taken += 1
+        if taken == len(content):
             answer_blocks.add(number)
     return regions, delimiters, answer_blocks
 
@@ -125,20 +166,59 @@ _OPEN_DELIMITER = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[ \t]*$")
 
 
 def is_answer_line(line: str) -> bool:
-    """Whether ``line``, outside code, would be an ANSWER line."""
+    """Whether ``line``, outside code, would be an ANSWER line (any label, strict or lenient)."""
     return _ANSWER_LINE.match(line) is not None
 
 
+def clean_text(text: str) -> str:
+    """``text`` without invisible characters (zero-width, BOM, soft hyphen, direction marks) and
+    chat-template tokens (``<|im_end|>``, ``</s>``, ...): what the ANSWER reader reads."""
+    return _SPECIAL_TOKEN.sub("", _INVISIBLE.sub("", text))
+
+
+_TOKEN_AT_END = re.compile(
+    r"(?:<\|[^\s<>|]{1,48}\|>|<\uff5c[^\s<>\uff5c]{1,48}\uff5c>|</s>|<eos>|<end_of_turn>)\Z"
+)
+_LONGEST_TOKEN = 64
+
+
+def strip_end_tokens(text: str) -> str:
+    """``text`` without the chat-template tokens (and the spaces around them) at its end:
+    ``42<|im_end|>``, ``42</s>\\n<|endoftext|>``, DeepSeek's ``<\uff5cend\u2581of\u2581sentence\uff5c>``.
+    Text that ends in no token comes back unchanged. O(len(text)): each character is looked at
+    a bounded number of times (a regex with ``\\s*`` before ``$`` would retry every start)."""
+    end = len(text)
+    stripped = False
+    while True:
+        last = end
+        while last and text[last - 1].isspace():
+            last -= 1
+        token = _TOKEN_AT_END.search(text, max(0, last - _LONGEST_TOKEN), last)
+        if token is None:
+            break
+        end, stripped = token.start(), True
+    if not stripped:
+        return text
+    while end and text[end - 1].isspace():
+        end -= 1
+    return text[:end]
+
+
 def find_answers(text: str) -> list[str]:
-    """Values of every ``ANSWER:`` line outside reasoning blocks and code fences, in order.
+    """Values of the ``ANSWER:`` lines outside reasoning blocks and code fences, in order.
+
+    Lines labelled ``ANSWER`` in capitals win: when the reply holds one, lenient labels
+    (``Answer:``, ``Final answer:``, ``**Final Answer:**``) are prose; only when it holds none are
+    their values read. A label with no value on its line takes the next non-blank line, unless
+    that line is itself an answer line (or there is none): then it is a heading, not a value.
 
     The values come back with ``normalise_notation`` applied (Unicode minus, full-width digits,
-    smart quotes, ...). A line inside a fenced block is never an answer line (``# ANSWER: 5`` in
-    code is a comment), except in a block that holds nothing but one ANSWER line. A value left
-    empty on its line is read from the next non-blank line, which may be the first line of the
-    fenced block right after it (``ANSWER:`` then a ```` ``` ```` block holding a matrix).
+    smart quotes, ...) and ``clean_value`` (an emoji after the value, an expression chain before
+    it, a transposed flat vector, a quoted fraction). A line inside a fenced block is never an
+    answer line (``# ANSWER: 5`` in code is a comment), except in a block that holds nothing but
+    one ANSWER line. Time is O(len(text)) for any ``str``.
     """
-    lines = split_lines(strip_think(text))
+    lines = split_lines(strip_think(clean_text(text)))
     regions, delimiters, answer_blocks = _regions(lines)
 
     def answer_line(index: int) -> re.Match[str] | None:
@@ -146,7 +226,8 @@ def find_answers(text: str) -> list[str]:
             return None
         return _ANSWER_LINE.match(lines[index])
 
-    values: list[str] = []
+    strict: list[str] = []
+    lenient: list[str] = []
     i = 0
     while i < len(lines):
         match = answer_line(i)
@@ -158,25 +239,100 @@ def find_answers(text: str) -> list[str]:
         if _DECORATION_ONLY.match(parts[0]):
             while i < len(lines) and (not lines[i].strip() or i in delimiters):
                 i += 1
-            if i < len(lines) and answer_line(i) is None:
-                parts = [lines[i]]
-                region = regions[i]
-                i += 1
+            if i >= len(lines) or answer_line(i) is not None:
+                continue  # a label with no value: "**Final Answer:**" above "ANSWER: 6"
+            parts = [lines[i]]
+            region = regions[i]
+            i += 1
+        balance = _Balance(parts[0])
+        size = len(parts[0])
         while (
-            _imbalance(normalise_notation("\n".join(parts))) > 0
+            balance.open
             and i < len(lines)
             and regions[i] == region
             and len(parts) < MAX_VALUE_LINES
-            and sum(map(len, parts)) < MAX_VALUE_CHARS
+            and size < MAX_VALUE_CHARS
             and answer_line(i) is None
         ):
             if i not in delimiters:
                 parts.append(lines[i])
+                balance.add(lines[i])
+                size += len(lines[i])
             i += 1
-        value = normalise_notation("\n".join(parts)[:MAX_VALUE_CHARS]).strip()
+        value = clean_value(normalise_notation("\n".join(parts)[:MAX_VALUE_CHARS]).strip())
         if _PLACEHOLDER not in value.lower() or unwrap(value).lower() != _PLACEHOLDER:
-            values.append(value)
-    return values
+            (strict if match.group("label") == _STRICT_LABEL else lenient).append(value)
+    return strict or lenient
+
+
+# ---------------------------------------------------------------- lenient value forms
+
+#: What may trail a value without being part of it: pictographs (``\u2705``, ``\U0001f389``, category
+#: So), emoji variation selectors, joiners, keycaps and skin-tone modifiers, and spaces.
+_EMOJI_PARTS = frozenset("\ufe0e\ufe0f\u200d\u20e3 \t") | frozenset(map(chr, range(0x1F3FB, 0x1F400)))
+_TRANSPOSE = re.compile(r"\s*+(?:\^\s*+(?:\{\s*+)?(?:T|\\top|\\intercal|\\mathsf\{T\}|\\mathrm\{T\})(?:\s*+\})?"
+                        r"|\u1d40|')\Z")
+_TRANSPOSE_TAIL = 32
+_FLAT_GROUP = re.compile(r"\s*+(?:\[[^\[\]()]*\]|\([^\[\]()]*\))\s*+")
+_QUOTED_FRACTION = re.compile(r"([\"'])\s*+([+-]?\d++(?:\.\d++)?\s*+/\s*+[+-]?\d++(?:\.\d++)?)\s*+\1")
+_VALUE_EDGES = " \t*_`$"
+
+
+def _after_expression_chain(value: str) -> str:
+    """The text after the last ``=`` of ``a = b = value`` (the model wrote its working on the
+    ANSWER line). Only an ``=`` outside brackets and quotes counts, never ``==``, ``<=``, ``>=``,
+    ``!=`` or ``=>``, and not when a top-level comma or semicolon comes before it (``x = 3, y = 4``
+    is two assignments, not a chain). One pass: O(len(value))."""
+    depth = 0
+    quote = ""
+    last = -1
+    separated = False
+    for index, char in enumerate(value):
+        if quote:
+            if char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in _OPENERS:
+            depth += 1
+        elif char in _CLOSERS:
+            depth -= 1
+        elif depth == 0 and char in ",;":
+            separated = True
+        elif (depth == 0 and char == "=" and not separated and value[index - 1 : index] not in ("=", "<", ">", "!")
+              and value[index + 1 : index + 2] not in ("=", ">")):
+            last = index
+    if last < 0 or quote or depth != 0:
+        return value
+    rest = value[last + 1 :].strip()
+    return rest if rest.strip(_VALUE_EDGES) else value
+
+
+def clean_value(value: str) -> str:
+    """``value`` without what models put around a value that is no part of it.
+
+    - pictographs after it (``42 \u2705``, ``[1, 2] \U0001f389``);
+    - an expression chain before it: ``(5)(-6) - (-9)(-3) = -57`` is ``-57`` (see
+      ``_after_expression_chain``: an ``=`` inside brackets or quotes, or after a comma, is not one);
+    - the transpose mark of a flat vector: ``(1, 2, 3)^T`` is ``(1, 2, 3)`` (a matrix's ``^T`` is
+      kept, as it changes the matrix);
+    - the quotes of a quoted fraction: ``"3/4"`` is ``3/4`` (no answer key is a string that spells
+      a fraction).
+
+    Nothing is evaluated; a value that is none of these comes back as it was. O(len(value)).
+    """
+    end = len(value)
+    while end and (value[end - 1] in _EMOJI_PARTS or unicodedata.category(value[end - 1]) == "So"):
+        end -= 1
+    if end < len(value) and value[:end].strip(_VALUE_EDGES):
+        value = value[:end].rstrip()
+    value = _after_expression_chain(value)
+    core = value.strip(_VALUE_EDGES).rstrip()
+    tail = len(core) - _TRANSPOSE_TAIL if len(core) > _TRANSPOSE_TAIL else 0  # the mark is short: O(1) search
+    transposed = _TRANSPOSE.search(core, tail)
+    if transposed is not None and _FLAT_GROUP.fullmatch(core, 0, transposed.start()):
+        value = core[: transposed.start()]
+    return _QUOTED_FRACTION.sub(r"\2", value)
 
 
 # ---------------------------------------------------------------- notation

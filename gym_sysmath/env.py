@@ -34,9 +34,8 @@ from gym_sysmath.sandbox import (
     PythonSession,
     Sandbox,
     SandboxError,
-    acquire_shared,
-    release_shared,
 )
+from gym_sysmath.sandbox.pool import SandboxHold
 from gym_sysmath.spaces import SysmathText, text_space
 from gym_sysmath.terminal import escape_controls
 from gym_sysmath.verdicts import Grade, Verdict
@@ -140,8 +139,9 @@ class SysmathEnv(gym.Env[str, str]):
             raise TypeError(f"limits must be a gym_sysmath.sandbox.Limits, got {type(limits).__name__}")
         self.limits = limits or self.default_limits
         self._pool_size = pool_size
-        self._sandbox: Sandbox | None = None
-        self._lease: Lease | None = None  # this episode's container, taken on its first job
+        # the shared pool and this episode's container (taken on its first job); handed back by
+        # close(), or by a finalizer when the env is dropped without close() (pool.SandboxHold)
+        self._hold = SandboxHold()
         self._session: PythonSession | None = None
         self.task: Task | None = None
         self.turn = 0
@@ -199,9 +199,7 @@ class SysmathEnv(gym.Env[str, str]):
         """The rollout is over: hand its container back, to be purged before anyone reuses it
         (the purge ends the episode's Python session with everything else in it)."""
         self._session = None
-        if self._lease is not None:
-            lease, self._lease = self._lease, None
-            lease.release()
+        self._hold.end_episode()
 
     # ------------------------------------------------------------------ shared by families
 
@@ -334,14 +332,23 @@ class SysmathEnv(gym.Env[str, str]):
         """The process-wide pool this env leases its containers from, acquired on first use, so
         listing tasks, resetting, reading ``reference_action()`` and exporting need no Docker.
         An unusable backend raises ``SandboxUnavailableError`` here, saying what to do."""
-        if self._sandbox is None:
+        if self._hold.sandbox is None or self._hold.inherited:
             if not self._needs_sandbox():
                 raise RuntimeError(f"{type(self).__name__} was configured without a sandbox")
             if self._closed:
                 raise RuntimeError(f"{type(self).__name__} is closed")
-            self._sandbox = acquire_shared(self.sandbox_backend, self._pool_size)
-            self._sandbox.expect_rollouts(1)
-        return self._sandbox
+            return self._hold.acquire(self, self.sandbox_backend, self._pool_size)
+        return self._hold.sandbox
+
+    @property
+    def _sandbox(self) -> Sandbox | None:
+        """The pool this env holds now (None before first use and after close)."""
+        return self._hold.sandbox
+
+    @property
+    def _lease(self) -> Lease | None:
+        """This episode's lease (None before its first job)."""
+        return self._hold.lease
 
     @property
     def needs_sandbox(self) -> bool:
@@ -352,9 +359,9 @@ class SysmathEnv(gym.Env[str, str]):
     def rollout(self) -> Lease:
         """This episode's own container: every job and turn of the episode runs there, and
         nothing of any other episode does (see ``gym_sysmath.sandbox.pool``)."""
-        if self._lease is None:
-            self._lease = self.sandbox.lease()
-        return self._lease
+        if self._hold.lease is None:
+            self.sandbox  # noqa: B018 - acquires the pool (this process's own, in a forked child)
+        return self._hold.rollout()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
@@ -485,10 +492,7 @@ class SysmathEnv(gym.Env[str, str]):
     def close(self) -> None:
         self._end_episode()
         self._closed = True
-        if self._sandbox is not None:
-            self._sandbox.expect_rollouts(-1)
-            release_shared(self._sandbox)
-            self._sandbox = None
+        self._hold.release()
         super().close()
 
 

@@ -122,7 +122,10 @@ def answer_matches(expected: object, actual: object) -> bool:
     if isinstance(expected, bool) or isinstance(actual, bool):
         return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
     if isinstance(expected, (int, float)) and isinstance(actual, numbers):
-        return _number_matches(expected, actual)
+        try:
+            return _number_matches(expected, actual)
+        except (ArithmeticError, ValueError):  # a Decimal no float or int can be compared with
+            return False
     if isinstance(expected, list):
         return isinstance(actual, list) and len(actual) == len(expected) and all(
             answer_matches(e, a) for e, a in zip(expected, actual, strict=True))

@@ -12,6 +12,9 @@ One reader for every family, so a label means the same thing everywhere:
   item keeps its Python runnable).
 - A fence still open at the end of the text is *cut*: the reply was cut off (usually by the
   token limit) inside it.
+- A lone surrogate (``\\ud83d``: a ``str`` may hold one, no UTF-8 text can) in a block's code
+  becomes U+FFFD, the replacement character any decoder puts for what is not text, and the block
+  counts it (``surrogates``): the code a sandbox gets is always encodable, for every language.
 
 Labels go through ``LANGUAGES``, the one alias table, which takes the labels of the languages the
 sandbox runs from their rows in ``gym_sysmath.sandbox.image.toolchains``: ``py``/``python3`` are
@@ -47,6 +50,7 @@ _EXTENSIONS = {**{extension: toolchain.name for toolchain in TOOLCHAINS.values()
 
 _OPEN = re.compile(r"^(?P<indent>[ \t]*+)(?P<fence>`{3,}+|~{3,}+)(?P<info>.*)$")
 _LABEL_NOISE = re.compile(r"^[{.]+|[}]+$")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def language_of(label: str, default: str | None) -> str | None:
@@ -75,6 +79,7 @@ class Block:
     first_line: int
     last_line: int
     cut: bool = False
+    surrogates: int = 0
 
     @property
     def fence(self) -> str:
@@ -115,8 +120,9 @@ def find_blocks(lines: list[str], default_language: str | None = None) -> list[B
         code = "\n".join(_dedent(line, indent) for line in body)
         if body:
             code += "\n"
+        code, surrogates = _SURROGATE.subn("\ufffd", code)
         blocks.append(Block(label, language_of(label, default_language), code, i, min(j, len(lines) - 1),
-                            cut=not closed))
+                            cut=not closed, surrogates=surrogates))
         i = j + 1
     return blocks
 

@@ -9,14 +9,20 @@ waits on sockets while the containers work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import functools
+import signal
+import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.error import ResetNeeded
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
+from gymnasium.vector.async_vector_env import AsyncState
 from gymnasium.vector.utils import batch_space
 
 from gym_sysmath.env import SysmathEnv
@@ -168,6 +174,117 @@ class SysmathVectorEnv(VectorEnv):
         self._threads.shutdown(wait=True)
         for env in self.envs:
             env.close()
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process of a ``SysmathAsyncVectorEnv`` died (killed, out of memory): its env
+    and episode are gone. Its sandbox containers are removed by its owner watcher
+    (``gym_sysmath.sandbox.daemon``); ``close()`` closes the other workers cleanly."""
+
+
+class SysmathAsyncVectorEnv(AsyncVectorEnv):
+    """Gymnasium's ``AsyncVectorEnv`` (one process per env, each with its own sandbox pool) that
+    survives a worker's death: the first call after it raises ``WorkerDiedError`` naming the
+    worker and how it died (every later call raises the same error), and ``close()`` closes the
+    live workers and returns, where Gymnasium's class raises ``BrokenPipeError``,
+    ``ConnectionResetError`` or ``EOFError`` from both. Same arguments as ``AsyncVectorEnv``;
+    ``async_vector(env_id, num_envs, **kwargs)`` makes one for a registered id.
+    (``gym.make_vec(id, n, vectorization_mode="async")`` builds Gymnasium's own class: a dead
+    worker's containers are removed all the same, but its errors are Gymnasium's.)"""
+
+    _death: WorkerDiedError | None = None
+
+    def _dead_workers(self) -> list[int]:
+        return [index for index, process in enumerate(self.processes) if not process.is_alive()]
+
+    def _died(self) -> WorkerDiedError:
+        """The error for the workers found dead (made once, then raised by every call)."""
+        if self._death is None:
+            dead = self._dead_workers()
+            parts = []
+            for index in dead:
+                process = self.processes[index]
+                code = process.exitcode
+                how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                       else f"exit status {code}")
+                parts.append(f"worker {index} (pid {process.pid}) died, {how}")
+            what = "; ".join(parts) or "a worker's pipe broke"
+            self._death = WorkerDiedError(
+                f"{what}: its env and its episode are gone (its sandbox containers are removed). "
+                "close() this vector env (the live workers close cleanly) and make a new one")
+            self._state = AsyncState.DEFAULT  # the pending call cannot complete
+        return self._death
+
+    @contextlib.contextmanager
+    def _watching(self) -> Iterator[None]:
+        if not self.closed and (self._death is not None or self._dead_workers()):
+            raise self._died()
+        try:
+            yield
+        except (EOFError, OSError) as exc:  # a pipe to a worker that died mid-call
+            if not self._dead_workers():
+                time.sleep(0.2)  # the pipe broke as the process was ending: let it end
+            raise self._died() from exc
+
+    def reset_async(self, *args: Any, **kwargs: Any) -> None:
+        with self._watching():
+            super().reset_async(*args, **kwargs)
+
+    def reset_wait(self, *args: Any, **kwargs: Any) -> Any:
+        with self._watching():
+            return super().reset_wait(*args, **kwargs)
+
+    def step_async(self, actions: Any) -> None:
+        with self._watching():
+            super().step_async(actions)
+
+    def step_wait(self, *args: Any, **kwargs: Any) -> Any:
+        with self._watching():
+            return super().step_wait(*args, **kwargs)
+
+    def call_async(self, name: str, /, *args: object, **kwargs: object) -> None:
+        with self._watching():
+            super().call_async(name, *args, **kwargs)
+
+    def call_wait(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        with self._watching():
+            return super().call_wait(*args, **kwargs)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        with self._watching():
+            super().set_attr(name, values)
+
+    def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
+        if self._death is None and not self._dead_workers():
+            super().close_extras(timeout=timeout, terminate=terminate)
+            return
+        self._died()
+        deadline = time.monotonic() + (60.0 if timeout is None else timeout)
+        for index, pipe in enumerate(self.parent_pipes):
+            process = self.processes[index]
+            if pipe is None or pipe.closed:
+                continue
+            if not terminate and process.is_alive():
+                try:  # a reply to a call the death cut short may come before the close's
+                    pipe.send(("close", None))
+                    while True:
+                        if not pipe.poll(max(0.0, deadline - time.monotonic())):
+                            raise TimeoutError
+                        reply = pipe.recv()
+                        if isinstance(reply, tuple) and len(reply) == 2 and reply[0] is None:
+                            break
+                except (OSError, EOFError, TimeoutError):
+                    process.terminate()
+            pipe.close()
+        for process in self.processes:
+            if process.is_alive() and terminate:
+                process.terminate()
+            process.join()
+
+
+def async_vector(env_id: str, num_envs: int, **kwargs: Any) -> SysmathAsyncVectorEnv:
+    """``num_envs`` workers, each ``gym.make(env_id, **kwargs)`` in a process of its own."""
+    return SysmathAsyncVectorEnv([functools.partial(gym.make, env_id, **kwargs)] * num_envs)
 
 
 def _vector(entry_point: str, num_envs: int, kwargs: dict[str, Any]) -> SysmathVectorEnv:

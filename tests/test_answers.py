@@ -54,12 +54,18 @@ def test_mid_sentence_answer_is_prose():
 
 
 def test_every_answer_line_is_found_in_order():
-    assert find_answers("ANSWER: 1\ntext\nanswer: 2\nFinal Answer: 3") == ["1", "2", "3"]
+    assert find_answers("ANSWER: 1\ntext\nANSWER: 2\nFINAL ANSWER: 3") == ["1", "2", "3"]
+    assert find_answers("Answer: 1\ntext\nanswer: 2\nFinal Answer: 3") == ["1", "2", "3"]
+
+
+def test_uppercase_answer_lines_win_over_lenient_labels():
+    assert find_answers("ANSWER: 1\ntext\nanswer: 2\nFinal Answer: 3") == ["1"]
 
 
 def test_markdown_decorated_answer_lines_are_found():
-    text = "**ANSWER:** 1\n### ANSWER: 2\n> ANSWER: 3\n- **Answer**: 4\n**ANSWER: 5**"
+    text = "**ANSWER:** 1\n### ANSWER: 2\n> ANSWER: 3\n- **ANSWER**: 4\n**ANSWER: 5**"
     assert [unwrap(v) for v in find_answers(text)] == ["1", "2", "3", "4", "5"]
+    assert unwrap(find_answers("- **Answer**: 4")[0]) == "4"
 
 
 def test_multi_line_value_is_joined_while_brackets_are_open():

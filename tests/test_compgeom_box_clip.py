@@ -223,15 +223,22 @@ def test_note_a_zero_direction_in_the_box_gives_two_intersections_at_the_origin(
 
 @pytest.mark.parametrize(("primitive", "model"), [("ray2_aligned_box2", gte_ray2_box),
                                                   ("line2_aligned_box2", gte_line2_box)])
-def test_note_with_double_gte_agrees_on_every_case(primitive, model):
-    shows(primitive, "every test case of this task")
+def test_note_with_double_gte_agrees_except_where_it_rounds(primitive, model):
+    """With double, Geometric Tools' Clip() gets every case right but the contacts at
+    odd-denominator parameters (``rounding.py``), where it rounds; the note names one."""
+    shows(primitive, "(5, 13) along (-13, -4) touches the flat box from (-10, 6) to (-10, 9)")
+    wrong, named = [], False
     for case in load_cases(primitive, "public") + load_cases(primitive, "hidden"):
         if case.expected["kind"] == "invalid":
             continue
         args = [case.input[arg] for arg, _ in BY_NAME[primitive].args]
         gte = model(args[0]["origin"], args[0]["direction"], args[1]["min"], args[1]["max"])
-        assert gte["count"] == COUNT[case.expected["kind"]], case.id
-        assert gte["t"] == pytest.approx(case.expected["t0"], rel=1e-9, abs=1e-12), case.id
+        if gte["count"] != COUNT[case.expected["kind"]] or gte["t"] != pytest.approx(
+                case.expected["t0"], rel=1e-9, abs=1e-12):
+            wrong.append(case.id)
+            named = named or (args[0]["origin"] == [5.0, 13.0] and args[0]["direction"] == [-13.0, -4.0])
+    assert named
+    assert all(case_id.startswith(("rounding-", "catching-", "quoted-")) for case_id in wrong), wrong
 
 
 def test_segment_note_gte_with_double_fails_some_shipped_case():

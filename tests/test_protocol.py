@@ -311,7 +311,7 @@ def test_code_then_a_correct_answer_line_scores(max_turns, docker_available):
     env = gym.make("CsappExact-v0", max_turns=max_turns)
     try:
         env.reset(options={"task_id": "float-sum-not-associative"})
-        reply = "```python\nprint((1e16 + 1) - 1e16)\n```\nSo the second sum is 0.\n\nANSWER: [3, 0, false]"
+        reply = "```python\nprint((1e16 + 1) - 1e16)\n```\nSo the second sum is 0.\n\nANSWER: [3, 0, true]"
         _, reward, terminated, _, info = env.step(reply)
         assert (reward, terminated) == (1.0, True), info["detail"]
     finally:

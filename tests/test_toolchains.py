@@ -17,7 +17,15 @@ from gym_sysmath.actions import read_reply
 from gym_sysmath.families import family
 from gym_sysmath.sandbox import LANGUAGES as SANDBOX_LANGUAGES
 from gym_sysmath.sandbox import Job
-from gym_sysmath.sandbox.image.toolchains import COMPILERS, CXX_FLAGS, LANGUAGES, PCH_DIR, TOOLCHAINS
+from gym_sysmath.sandbox.image.toolchains import (
+    COMPILERS,
+    CXX_FLAGS,
+    LANGUAGES,
+    PCH_DIR,
+    TOOLCHAIN_GID,
+    TOOLCHAIN_GROUP,
+    TOOLCHAINS,
+)
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.layout import harness_path
 
@@ -41,6 +49,23 @@ def test_the_dockerfile_precompiles_the_header_with_exactly_the_cpp_build_flags(
     assert argv[argv.index("-o") + 1] == f"{PCH_DIR}/bits/stdc++.h.gch"
     build = TOOLCHAINS["cpp"].build
     assert build[:1 + len(CXX_FLAGS)] == ("g++", *CXX_FLAGS) and f"-I{PCH_DIR}" in build
+
+
+def test_the_dockerfile_gives_the_toolchain_to_the_group_the_supervisor_grants():
+    # the image's compilers are 0750 root:TOOLCHAIN_GROUP; the supervisor adds TOOLCHAIN_GID to a
+    # compile stage and a host-asked Python job (tests/hostile/test_no_toolchain_in_csapp_turns.py)
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    assert f"groupadd --system --gid {TOOLCHAIN_GID} {TOOLCHAIN_GROUP}" in text
+    assert f"os.setgroups([{TOOLCHAIN_GID}])" in text  # the build's own check that the group can compile
+    assert f'chgrp {TOOLCHAIN_GROUP} "$@" && chmod o-rwx "$@"' in text
+
+
+def test_only_python_jobs_ask_for_the_toolchain():
+    # a compiled job's build always has it and its program never: asking is a mistake, said at once
+    assert Job("python", {"main.py": ""}, toolchain=True).to_wire()["toolchain"] is True
+    assert Job("python", {"main.py": ""}).to_wire()["toolchain"] is False
+    with pytest.raises(ValueError, match="toolchain"):
+        Job("cpp", {"main.cpp": ""}, toolchain=True)
 
 
 @pytest.mark.parametrize("first", ["gym_sysmath.sandbox.image.toolchains", "gym_sysmath.sandbox.execution",

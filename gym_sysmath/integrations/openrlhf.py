@@ -26,17 +26,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gym_sysmath.answers import strip_end_tokens
 from gym_sysmath.integrations.episodes import Episode, ScoringError, TaskRef, chat_prompt, grade_completion
 
 __all__ = ["FEEDBACK", "grade_query", "openrlhf_rows", "reward_func"]
 
 #: How an observation goes back to the policy in a multi-turn trajectory.
 FEEDBACK = "\n\nUser: {observation}\n\nAssistant: "
-_TRAILING_SPECIAL = re.compile(r"(?:\s*(?:<\|[^<>|\s]{1,40}\|>|</s>|<eos>|<end_of_turn>))+\s*$")
 
 
 def _env_kwargs() -> dict[str, Any]:
@@ -49,7 +48,7 @@ def response_text(query: str, prompt: str) -> str:
     if start < 0:
         raise ValueError("the decoded query does not contain its prompt, so the response cannot be cut out "
                          "(grading the prompt's own ANSWER example would be wrong)")
-    return _TRAILING_SPECIAL.sub("", query[start + len(prompt):])
+    return strip_end_tokens(query[start + len(prompt):])
 
 
 def grade_query(query: str, prompt: str, label: str | Mapping[str, Any]) -> tuple[float, bool]:
@@ -109,7 +108,7 @@ else:
             import torch
 
             assert self.episode is not None, "reset() comes first"
-            action = _TRAILING_SPECIAL.sub("", states["action_text"])
+            action = strip_end_tokens(states["action_text"])
             try:
                 observation, reward, terminated, truncated, _ = await asyncio.to_thread(self.episode.step, action)
             except ScoringError:

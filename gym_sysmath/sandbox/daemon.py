@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata, resources
@@ -282,11 +285,23 @@ def owner_label() -> str:
 
 
 def _process_start_time(pid: int) -> str:
+    return _process_state_and_start(pid)[1]
+
+
+def _process_state_and_start(pid: int) -> tuple[str, str]:
+    """The state letter (R, S, Z...) and start time (clock ticks since boot) of ``pid``, from
+    /proc/<pid>/stat; ("?", "?") when it cannot be read (gone, or not this pid namespace)."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[19]
+            fields = handle.read().rsplit(")", 1)[1].split()  # the name in parentheses may hold anything
+        return fields[0], fields[19]
     except (OSError, IndexError):
-        return "?"
+        return "?", "?"
+
+
+#: States of a process that has exited: a zombie (exited, not yet waited for by its parent: an
+#: AsyncVectorEnv worker killed with SIGKILL stays one until the vector env joins it) and dead.
+EXITED_STATES = frozenset({"Z", "X", "x"})
 
 
 def _owner_alive(owner: str) -> bool:
@@ -301,7 +316,113 @@ def _owner_alive(owner: str) -> bool:
         return False
     except PermissionError:
         pass
-    return _process_start_time(pid) == start
+    state, started = _process_state_and_start(pid)
+    # the start time guards against a reused pid; a zombie has exited and can start nothing
+    return started == start and state not in EXITED_STATES
+
+
+# A process killed with SIGKILL (an AsyncVectorEnv worker, the trainer itself) cannot remove its
+# containers, and a pool that starts later reaps them only if one starts. So each process that
+# runs Docker pools keeps a small watcher process: it reads a pipe whose write end only the owner
+# holds. When the owner exits by any means the kernel closes that end, the watcher reads EOF and
+# removes the containers labelled with the owner's label. When the owner's last pool closes it
+# writes "q" first, and the watcher exits removing nothing.
+_WATCHER = r"""
+import sys, time
+if sys.stdin.buffer.read().endswith(b"q"):
+    raise SystemExit(0)
+sys.path[:0] = %r  # the owner's import path (not its working directory), for docker-py
+import docker
+client = docker.from_env(timeout=60)
+for attempt in range(3):  # a create in flight when the owner died may land a moment later
+    for found in client.api.containers(all=True, filters={"label": %r}):
+        try:
+            client.api.remove_container(found["Id"], force=True)
+        except Exception:
+            pass
+    time.sleep(1.0)
+"""
+
+_watch_lock = threading.Lock()
+_watcher: subprocess.Popen[bytes] | None = None
+_watched_pools = 0
+#: Pools collected without close(): their finalizers cannot take ``_watch_lock`` (the collector
+#: may run inside a thread that holds it), so they queue here, and the next watch or unwatch counts them.
+_unwatched_later: queue.SimpleQueue[None] = queue.SimpleQueue()
+
+
+def unwatch_owner_later() -> None:
+    """``unwatch_owner`` for a finalizer: counted at the next ``watch_owner`` or ``unwatch_owner``."""
+    _unwatched_later.put(None)
+
+
+def _count_unwatched_later() -> None:
+    global _watched_pools
+    while True:
+        try:
+            _unwatched_later.get_nowait()
+        except queue.Empty:
+            return
+        _watched_pools = max(0, _watched_pools - 1)
+
+
+def watch_owner() -> None:
+    """A pool of this process started: make sure a watcher will remove this process's
+    containers if it dies without closing them (see ``_WATCHER``). Best effort: without a
+    watcher, the next pool's start or ``gym-sysmath sandbox prune`` reaps them."""
+    global _watcher, _watched_pools
+    with _watch_lock:
+        _count_unwatched_later()
+        _watched_pools += 1
+        if _watcher is not None and _watcher.poll() is None:
+            return
+        try:
+            _watcher = subprocess.Popen(
+                [sys.executable, "-I", "-c",
+                 _WATCHER % ([entry for entry in sys.path if entry], f"{LABEL_OWNER}={owner_label()}")],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)  # a signal to the owner's process group does not reach it
+        except OSError:
+            _watcher = None
+
+
+def unwatch_owner() -> None:
+    """A pool of this process closed; after the last one the watcher exits removing nothing."""
+    global _watcher, _watched_pools
+    with _watch_lock:
+        _count_unwatched_later()
+        _watched_pools = max(0, _watched_pools - 1)
+        if _watched_pools or _watcher is None:
+            return
+        watcher, _watcher = _watcher, None
+    assert watcher.stdin is not None  # a pipe (above)
+    try:
+        watcher.stdin.write(b"q")
+        watcher.stdin.close()
+    except OSError:
+        pass
+    try:
+        watcher.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+        watcher.wait()
+
+
+def _forget_watcher_after_fork() -> None:
+    """In a forked child: the watcher watches the parent, so close our copy of its pipe (the
+    parent's death must still reach it) and start one of our own with our first pool."""
+    global _watch_lock, _watcher, _watched_pools, _unwatched_later
+    _watch_lock = threading.Lock()
+    watcher, _watcher, _watched_pools = _watcher, None, 0
+    _unwatched_later = queue.SimpleQueue()
+    if watcher is not None and watcher.stdin is not None:
+        try:
+            watcher.stdin.close()
+        except OSError:
+            pass
+
+
+os.register_at_fork(after_in_child=_forget_watcher_after_fork)
 
 
 def our_containers(client: Any) -> list[Any]:

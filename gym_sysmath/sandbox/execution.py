@@ -55,10 +55,19 @@ class Job:
     #: Such a run cannot exec, and gets no count if it forks or starts a thread; it is about 5x (C++, Rust) to 20x
     #: (Python) slower than a plain one.
     count_instructions: bool = False
+    #: Python jobs only: let the job run and read the image's compilers, assemblers and linkers
+    #: (gcc, as, ld, rustc: ``toolchains.TOOLCHAIN_GROUP``). Off, as for every session, they are
+    #: neither runnable nor readable (Docker backend; the process backend isolates nothing). The
+    #: host's own build-time jobs set it (``tasks/csapp/toolchain``); no env sets it for an agent's
+    #: code. A C++ or Rust job's compile stage always has them, its program never.
+    toolchain: bool = False
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
             raise ValueError(f"unknown language {self.language!r}; expected one of {LANGUAGES}")
+        if self.toolchain and TOOLCHAINS[self.language].compiled:
+            raise ValueError("toolchain=True is for Python jobs: a compiled job's build always has the "
+                             "toolchain and its program never")
         for name in self.files:  # the supervisor refuses them too; here the caller learns why
             if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name:
                 raise ValueError(f"job file names must be plain names in the job's dir, got {name!r}")
@@ -72,6 +81,7 @@ class Job:
             "compile_limits": self.compile_limits.to_wire(),
             "cache": self.cache,
             "count_instructions": self.count_instructions,
+            "toolchain": self.toolchain,
         }
 
     @property

@@ -19,6 +19,7 @@ import atexit
 import dataclasses
 import logging
 import os
+import queue
 import threading
 import time
 import warnings
@@ -52,6 +53,13 @@ PURGE_CONCURRENCY = 4
 PURGE_TIMEOUT_S = 30.0
 #: How long a rollout waits for a container when ``pool_size`` caps them and all are held.
 LEASE_WAIT_S = 300.0
+
+
+class ForkedLeaseError(RuntimeError):
+    """A lease (an episode's container) was used in a process forked from the one that took it.
+
+    Not a ``SandboxError``: the harness did not fail, the caller misused an inherited env, and
+    the env raises it out of ``step`` instead of scoring the sample as a harness failure."""
 
 
 def default_pool_size() -> int:
@@ -92,10 +100,18 @@ class Lease:
         self.sandbox = sandbox
         self.generation = 0
         self.released = False
+        self.pid = os.getpid()  # the process whose container this is
         self._worker: Worker | None = None
         self._lock = threading.RLock()
 
     def _current(self) -> Worker:
+        if self.pid != os.getpid():
+            # A forked child must never speak on the parent's attach socket: it would run in the
+            # parent's session (reading its variables) and corrupt the parent's stream.
+            raise ForkedLeaseError(
+                f"this episode's sandbox container belongs to process {self.pid}, and this is process "
+                f"{os.getpid()} (forked from it mid-episode): call reset() to start an episode in a container "
+                "of this process, or make the env in this process (AsyncVectorEnv's env_fns do)")
         if self.released:
             raise SandboxError("lease_released", "this rollout's container was already handed back")
         if self._worker is None or self._worker.broken:
@@ -141,6 +157,9 @@ class Lease:
 
     def release(self) -> None:
         """The rollout is over: its container goes back to be purged (or destroyed if broken)."""
+        if self.pid != os.getpid():  # a forked child's copy: the container is the parent's
+            self.released, self._worker = True, None
+            return
         with self._lock:
             if self.released:
                 return
@@ -186,12 +205,13 @@ class Sandbox:
         self._cond = threading.Condition()
         self._closed = False
         self._orphaned = False  # set in a forked child: the containers are the parent's
+        self._watched = False  # counted by daemon.watch_owner (the Docker backend)
         self._counts = {"requests": 0, "workers_started": 0, "workers_lost": 0, "retries": 0,
                         "leases": 0, "purges": 0}
         self._factory = self._make_factory()
         self._starter = ThreadPoolExecutor(START_CONCURRENCY, thread_name_prefix="gym-sysmath-start")
         self._purger = ThreadPoolExecutor(PURGE_CONCURRENCY, thread_name_prefix="gym-sysmath-purge")
-        self._finalizer = weakref.finalize(self, _destroy_all, self._clean, self._leased)
+        self._finalizer = weakref.finalize(self, _destroy_all, self._clean, self._leased, self._watched)
         _all_sandboxes.add(self)
 
     def _make_factory(self) -> Callable[[], Worker]:
@@ -207,6 +227,8 @@ class Sandbox:
         self.image_tag = daemon.require_current_image(client)
         daemon.require_runtime(client, self.settings.runtime)
         daemon.reap_orphans(client)
+        daemon.watch_owner()
+        self._watched = True
         owner = daemon.owner_label()
         parent = daemon.capped_cgroup_parent(client, self.settings.host_memory_fraction)
         # read at each start, so a test can point this pool (and no other) at a missing image
@@ -217,6 +239,9 @@ class Sandbox:
     def lease(self) -> Lease:
         """A rollout's own container, taken on its first request (see ``Lease``)."""
         with self._cond:
+            if self._orphaned:
+                raise SandboxError("sandbox_closed", "this sandbox belongs to the process this one was forked "
+                                                     "from: make a Sandbox (or the env) in this process")
             if self._closed:
                 raise SandboxError("sandbox_closed", "the sandbox was closed")
             self._counts["leases"] += 1
@@ -227,6 +252,7 @@ class Sandbox:
         with self._cond:
             self._rollouts = max(0, self._rollouts + change)
             self._top_up()
+            self._trim()
 
     def prestart(self, count: int, timeout_s: float = 120.0) -> int:
         """Start containers until ``count`` are clean and waiting and no start or purge is in
@@ -267,6 +293,22 @@ class Sandbox:
             except RuntimeError:  # interpreter exit: no more threads
                 return
             self._starting += 1
+
+    def _trim(self) -> None:
+        """Destroy clean containers beyond what is wanted (lock held): when envs close or are
+        dropped, the reserve shrinks back to what the live ones need. Containers being destroyed
+        already count in ``_live`` (for the cap), not in the reserve."""
+        while (self._clean and not self._closed and not self._orphaned
+               and self._live() - self._destroying > self._wanted()):
+            worker = self._clean.pop(0)  # the longest idle
+            worker.broken = True
+            self._destroying += 1
+            try:
+                self._purger.submit(self._destroy, worker)
+            except RuntimeError:  # interpreter exit: no more threads; the pool's close removes it
+                self._destroying -= 1
+                self._clean.append(worker)
+                return
 
     def _start(self, *, lease: bool) -> Worker:
         """Start a container the caller counted in ``_starting``: it joins the reserve, or the
@@ -466,6 +508,12 @@ class Sandbox:
         self._purger.shutdown(wait=True)
         with self._cond:
             self._starting = 0
+        self._finalizer.detach()  # closed: nothing left for it, and the watch is ended here
+        if self._watched:
+            from gym_sysmath.sandbox import daemon
+
+            self._watched = False
+            daemon.unwatch_owner()
 
     @property
     def closed(self) -> bool:
@@ -480,13 +528,19 @@ def _forget_after_fork(self: Sandbox) -> None:
     self._cond = threading.Condition()
     self._closed = True
     self._orphaned = True
+    self._watched = False  # the daemon module forgot the parent's watcher too
 
 
 _all_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 
 
-def _destroy_all(clean: list[Worker], leased: set[Worker]) -> None:
+def _destroy_all(clean: list[Worker], leased: set[Worker], watched: bool = False) -> None:
+    """A pool collected without close(): remove its containers."""
     _destroy_concurrently([*clean, *leased])
+    if watched:
+        from gym_sysmath.sandbox import daemon
+
+        daemon.unwatch_owner_later()  # in the collector's context: no lock here
 
 
 def _destroy_concurrently(workers: list[Worker]) -> None:
@@ -578,6 +632,8 @@ class PythonSession:
     def close(self) -> None:
         """End the session (and its lease, when it has one of its own)."""
         name, self._name = self._name, None
+        if self.lease.pid != os.getpid():
+            return  # a forked child's copy: the session is the parent's
         if self._owns_lease:
             self.lease.release()  # the purge ends the session with everything else
             return
@@ -588,6 +644,129 @@ class PythonSession:
                 self.lease.request({"op": "session_close", "session": name}, 30.0)
             except SandboxError:
                 pass
+
+
+# --------------------------------------------------------------------------- what an env holds
+
+class SandboxHold:
+    """What one env holds of this process's sandbox: the shared pool (counted in its reserve
+    with ``expect_rollouts``) and the current episode's ``Lease``.
+
+    ``release`` (the env's ``close``) hands both back. An env dropped without ``close`` hands
+    them back too: a finalizer on the env (``weakref.finalize``, which holds this object, never
+    the env) puts the hold on a queue, and the reclaimer thread releases it. The finalizer takes
+    no lock and makes no sandbox call, because the garbage collector runs it inside whatever
+    thread allocates, possibly one that holds the pool's or the sharing lock already.
+
+    In a process forked from the one that acquired it, the hold's pool and lease are the
+    parent's: they are dropped untouched, and the next ``acquire`` takes this process's own pool
+    (``Lease`` refuses to run an inherited episode's jobs: ``ForkedLeaseError``).
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.sandbox: Sandbox | None = None
+        self.lease: Lease | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def inherited(self) -> bool:
+        """Whether this hold was made in another process (this one is a fork of it)."""
+        return self.pid != os.getpid()
+
+    def acquire(self, owner: object, backend: str, pool_size: int | None) -> Sandbox:
+        """The pool, acquired for ``owner`` (the env) on first use; a finalizer on ``owner`` hands
+        the hold back if ``owner`` is dropped without ``release``."""
+        if self.inherited:
+            self._forget()
+        if self.sandbox is None:
+            sandbox = acquire_shared(backend, pool_size)
+            try:
+                sandbox.expect_rollouts(1)
+            except BaseException:
+                release_shared(sandbox)
+                raise
+            self.sandbox = sandbox
+            self._finalizer = weakref.finalize(owner, _queue_dropped, self)
+            self._finalizer.atexit = False  # at exit the pools close, their containers with them
+        return self.sandbox
+
+    def rollout(self) -> Lease:
+        """The current episode's lease (a new one, from the pool, when the episode has none yet)."""
+        if self.lease is None:
+            if self.sandbox is None:
+                raise RuntimeError("the sandbox is not acquired")
+            self.lease = self.sandbox.lease()
+        return self.lease
+
+    def end_episode(self) -> None:
+        """The episode is over: its container goes back to be purged."""
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            lease.release()  # a no-op in a forked child (the container is the parent's)
+
+    def release(self) -> None:
+        """The env is closed (or was dropped): the lease and the pool go back."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self.inherited:
+            self._forget()
+            return
+        self.end_episode()
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is not None:
+            sandbox.expect_rollouts(-1)
+            release_shared(sandbox)
+
+    def _forget(self) -> None:
+        """In a forked child: drop the parent's pool and lease without touching them."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._finalizer, self.sandbox, self.lease = None, None, None
+        self.pid = os.getpid()
+
+
+#: Holds of envs dropped without close(), queued by their finalizers. ``SimpleQueue.put`` is
+#: safe to call from a finalizer (it takes no lock that the interrupted code may hold).
+_dropped: queue.SimpleQueue[SandboxHold | None] = queue.SimpleQueue()
+_reclaimer: threading.Thread | None = None
+
+
+def _queue_dropped(hold: SandboxHold) -> None:
+    """The finalizer of an env dropped without close(): queue its hold, nothing else."""
+    _dropped.put(hold)
+
+
+def _reclaim() -> None:
+    """The reclaimer thread: release the holds of dropped envs; it ends when no pool is shared
+    (a ``None`` on the queue wakes it to check; ``acquire_shared`` starts another when needed)."""
+    global _reclaimer
+    while True:
+        hold = _dropped.get()
+        if hold is None:
+            with _shared_lock:
+                if not _shared:
+                    _reclaimer = None
+                    return
+            continue
+        try:
+            hold.release()
+            logger.debug("sandbox: an env dropped without close() handed back its container and reserve")
+        except Exception as exc:  # the thread must live on; the pool's close removes what is left
+            logger.warning("sandbox: releasing a dropped env's sandbox failed: %s", exc)
+
+
+def _ensure_reclaimer() -> None:
+    """Start the reclaimer thread if none runs (``_shared_lock`` held)."""
+    global _reclaimer
+    if _reclaimer is None:
+        thread = threading.Thread(target=_reclaim, name="gym-sysmath-reclaim", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # interpreter exit: nothing left to reclaim for
+            return
+        _reclaimer = thread
 
 
 # --------------------------------------------------------------------------- sharing
@@ -604,6 +783,7 @@ def acquire_shared(backend: str = "docker", pool_size: int | None = None) -> San
         if sandbox is None or sandbox.closed:
             sandbox, count = Sandbox(backend, pool_size), 0
         _shared[key] = (sandbox, count + 1)
+        _ensure_reclaimer()
         return sandbox
 
 
@@ -614,6 +794,8 @@ def release_shared(sandbox: Sandbox) -> None:
                 if count <= 1:
                     del _shared[key]
                     sandbox.close()
+                    if not _shared:
+                        _dropped.put(None)  # the reclaimer ends (acquire_shared starts another)
                 else:
                     _shared[key] = (shared, count - 1)
                 return
@@ -621,9 +803,10 @@ def release_shared(sandbox: Sandbox) -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _shared_lock
+    global _shared_lock, _dropped, _reclaimer
     _shared_lock = threading.Lock()
     _shared.clear()
+    _dropped, _reclaimer = queue.SimpleQueue(), None  # the parent's thread is not in this process
     for sandbox in list(_all_sandboxes):
         _forget_after_fork(sandbox)
 

@@ -43,7 +43,7 @@ def parse_answer_value(text: str) -> list:
         raise ValueError("the answer list is empty")
     if not is_json_primitive_list(value):
         bad = next(v for v in value if json_kind(v) not in ("bool", "int", "float", "str"))
-        raise ValueError(f"answer elements must be numbers, booleans or strings; found {json.dumps(bad)}")
+        raise ValueError(f"answer elements must be numbers, booleans or strings; found {bad!r}")
     return value
 
 
@@ -54,6 +54,13 @@ def _json_int(text: str) -> int | Decimal:
     """An integer literal; ``-0`` keeps its sign (as a Decimal) so it can be the float ``-0.0``."""
     value = int(text)
     return Decimal(text) if value == 0 and text.startswith("-") else value
+
+
+def _segment(lines: list[bytes], node: ast.expr) -> str:
+    """The source of ``node`` (offsets are UTF-8 byte offsets); "" when it spans lines."""
+    if node.end_lineno != node.lineno or node.end_col_offset is None:
+        return ""
+    return lines[node.lineno - 1][node.col_offset:node.end_col_offset].decode(errors="replace")
 
 
 def _python_list(text: str) -> list | None:
@@ -69,6 +76,9 @@ def _python_list(text: str) -> list | None:
         return None
     if not isinstance(tree.body, ast.List):
         return None
+    # each element's source, sliced from lines encoded once (ast.get_source_segment splits the
+    # whole text again per element: quadratic in a long display)
+    lines = [line.encode() for line in text.strip().splitlines(keepends=True)]
     values: list = []
     for node in tree.body.elts:
         sign = 1
@@ -79,7 +89,7 @@ def _python_list(text: str) -> list | None:
                 return None
         if not isinstance(node, ast.Constant) or type(node.value) not in (int, float, bool, str):
             return None
-        source = ast.get_source_segment(text.strip(), node) or ""
+        source = _segment(lines, node)
         signed = ("-" if sign < 0 else "") + source
         if type(node.value) is int:
             if not _DECIMAL_INT.match(source):
@@ -122,7 +132,7 @@ def read_answer_value(text: str) -> list:
         raise ValueError("the answer list is empty")
     bad = next((v for v in value if not isinstance(v, (bool, int, float, str, Decimal))), None)
     if bad is not None or any(isinstance(v, (list, dict)) for v in value):
-        raise ValueError(f"answer elements must be numbers, booleans or strings; found {json.dumps(bad)}")
+        raise ValueError(f"answer elements must be numbers, booleans or strings; found {bad!r}")
     return value
 
 

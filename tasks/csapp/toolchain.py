@@ -190,7 +190,7 @@ def run_programs(programs: Sequence[Program], lease: Any = None, *, batch: int =
     try:
         while len(results) < len(programs):
             todo = [i for i in range(len(programs)) if i not in results][:batch]
-            job = Job("python", {"main.py": _RUNNER}, limits=limits, cache=False,
+            job = Job("python", {"main.py": _RUNNER}, limits=limits, cache=False, toolchain=True,
                       stdin=json.dumps([[i, programs[i].spec()] for i in todo]))
             ran = lease.run(job)
             finished = {i: r for i, r in _finished(ran.stdout).items() if i in todo}

@@ -190,6 +190,9 @@ def test_containers_of_a_sigkilled_host_process_are_reaped_on_next_start(docker_
     try:
         assert child.stdout.readline().strip() == "ready"
         assert owned_by_child()
+        # its owner watcher too (as a kill of the whole cgroup would): the next pool's start is the fallback
+        for watcher in _owner_watchers(child.pid):
+            os.kill(watcher, signal.SIGKILL)
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
         assert owned_by_child(), "the killed process could not have removed its containers"
@@ -202,6 +205,49 @@ def test_containers_of_a_sigkilled_host_process_are_reaped_on_next_start(docker_
         assert owned_by_child() == []
     finally:
         env.close()
+
+
+def _owner_watchers(pid: int) -> list[int]:
+    """The owner watcher ``pid`` started (``daemon.watch_owner``): its child running ``-I -c``."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                parent = handle.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if parent == str(pid) and b"-I" in argv and any(b"gym_sysmath.owner=" in part for part in argv):
+            found.append(int(entry))
+    return found
+
+
+def test_containers_of_a_sigkilled_host_process_are_removed_by_its_watcher(docker_available):
+    script = ("import gymnasium as gym, gym_sysmath, sys\n"
+              "env = gym.make('CsappExact-v0'); env.reset(seed=0)\n"
+              "env.step(\"```python\\nprint(1)\\n```\")\n"
+              "print('ready', flush=True)\n"
+              "import time; time.sleep(120)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    client = daemon.docker_client()
+
+    def owned_by_child():
+        return [c for c in daemon.our_containers(client)
+                if c.labels[daemon.LABEL_OWNER].split(":")[1] == str(child.pid)]
+
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        assert owned_by_child() and _owner_watchers(child.pid)
+        os.kill(child.pid, signal.SIGKILL)  # not waited for: a zombie, whose containers go all the same
+        deadline = time.monotonic() + 30
+        while owned_by_child() and time.monotonic() < deadline:
+            time.sleep(0.25)
+        assert owned_by_child() == [], "no pool started, yet the watcher should have removed them"
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
 
 
 # --------------------------------------------------------------------------- load

@@ -9,7 +9,10 @@ an attack that the sandbox stops shows up as its own verdict and one that it shr
 
 from __future__ import annotations
 
+import base64
+import functools
 import re
+import zlib
 
 from gym_sysmath.tasks import compgeom
 
@@ -115,7 +118,8 @@ def job_files(language: str, source: str) -> dict[str, str]:
 
 # ---- cross-rollout attacks (tests/hostile/test_cross_rollout.py) ----
 
-#: A C program a tool turn compiles to leave a process running after the turn: it forks away,
+#: A C program (built once by a toolchain job, ``escape_hopper_elf``; a tool turn writes the
+#: binary) that a tool turn runs to leave a process running after the turn: it forks away,
 #: waits until the turn writes ``ending``, then forks and exits in a tight loop (so a single
 #: /proc scan at the end of the turn can miss it) until the session process is stopped, and
 #: then runs ``argv[2:]``. It gives up after 40 s, or when the session is gone.
@@ -150,6 +154,26 @@ int main(int argc, char** argv) {
 """
 
 
+@functools.cache
+def escape_hopper_elf() -> str:
+    """``ESCAPE_HOPPER_C`` built (stripped, zlib-compressed, base64): a tool turn has no compiler
+    (tests/hostile/test_no_toolchain_in_csapp_turns.py), so the turn writes this binary itself,
+    as an agent that knows the bytes of a program could. Built once, by a host-asked toolchain job."""
+    from gym_sysmath.sandbox import Job, Sandbox
+
+    build = (f"import base64, subprocess, sys, zlib\nopen('hop.c', 'w').write({ESCAPE_HOPPER_C!r})\n"
+             "subprocess.run(['gcc', '-O2', '-s', '-o', 'hop', 'hop.c'], check=True)\n"
+             "sys.stdout.write(base64.b64encode(zlib.compress(open('hop', 'rb').read(), 9)).decode())\n")
+    box = Sandbox("docker", pool_size=1)
+    try:
+        built = box.run(Job("python", {"main.py": build}, toolchain=True))
+    finally:
+        box.close()
+    assert built.ok and built.stdout, built
+    zlib.decompress(base64.b64decode(built.stdout))  # whole
+    return built.stdout
+
+
 def probe_turn(probe: str, seconds: float, *, escape: bool = True) -> str:
     """A tool turn that runs ``probe`` (Python defining ``probe() -> str | None``) for ``seconds``
     in the foreground, exiting with ``PROBE_HIT`` on a hit, and (with ``escape``) also leaves it
@@ -162,11 +186,12 @@ def probe_turn(probe: str, seconds: float, *, escape: bool = True) -> str:
                   "        break\n    time.sleep(0.005)\n")
     launch = ""
     if escape:
-        launch = (f"import subprocess\nopen('hop.c', 'w').write({ESCAPE_HOPPER_C!r})\n"
+        launch = ("import base64, subprocess, zlib\n"
+                  f"open('hop', 'wb').write(zlib.decompress(base64.b64decode({escape_hopper_elf()!r})))\n"
+                  "os.chmod('hop', 0o700)\n"
                   f"open('probe_bg.py', 'w').write({background!r})\n"
                   "for stale in ('ending', 'stop', 'hits'):\n"
                   "    if os.path.exists(stale):\n        os.remove(stale)\n"
-                  "subprocess.run(['gcc', '-O2', '-o', 'hop', 'hop.c'], check=True)\n"
                   "subprocess.run(['./hop', str(os.getpid()), 'python3', 'probe_bg.py'], check=True)\n")
     return (f"import os, sys, time\n{launch}{probe}\n"
             f"_end = time.time() + {seconds}\n"

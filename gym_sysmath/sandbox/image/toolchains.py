@@ -20,6 +20,13 @@ PCH_DIR = "/opt/gym-sysmath/pch"
 #: The flags a C++ build and the precompiled header share: g++ ignores a header built otherwise.
 CXX_FLAGS = ("-std=c++20", "-O2", "-pipe")
 
+#: The group that alone may run or read the image's compilers, assemblers and linkers (gcc, g++,
+#: cc1, as, ld, collect2, rustc, libLLVM...: the Dockerfile makes their files 0750 root:this
+#: group). The supervisor gives it, as a supplementary group, to a compile stage and to a Python
+#: job whose host asked for it (``Job.toolchain``), never to a session or to a built program.
+TOOLCHAIN_GROUP = "gym-toolchain"
+TOOLCHAIN_GID = 911
+
 
 @dataclass(frozen=True)
 class Toolchain:

@@ -39,10 +39,13 @@ class BuildCache:
 
     def key(self, language: str, argv: list[str], files: dict) -> str:
         digest = hashlib.sha256()
+        # surrogatepass: a key for any str (a lone surrogate in a source is the build's to refuse,
+        # not the cache's to crash on)
         for part in (language, "\0".join(argv), self._toolchain(argv[0])):
-            digest.update(part.encode() + b"\1")
+            digest.update(part.encode("utf-8", "surrogatepass") + b"\1")
         for name in sorted(files):
-            digest.update(name.encode() + b"\2" + files[name].encode() + b"\3")
+            digest.update(name.encode("utf-8", "surrogatepass") + b"\2"
+                          + files[name].encode("utf-8", "surrogatepass") + b"\3")
         return digest.hexdigest()[:32]
 
     def get(self, key: str) -> dict | None:

@@ -54,9 +54,10 @@ def _make_oom_preferred() -> None:
 
 
 def enter_sandbox(uid: int, workdir: str, limits: dict, stdio: tuple[int, int, int],
-                   keep: tuple[int, ...] = (), umask: int = 0o077) -> list[int]:
+                   keep: tuple[int, ...] = (), umask: int = 0o077, groups: tuple[int, ...] = ()) -> list[int]:
     """In a freshly forked child: own session, stdio pipes, no other inherited fds, an
-    unprivileged uid, rlimits, and the scratch dir as cwd, HOME and TMPDIR.
+    unprivileged uid (with ``groups``, the toolchain's or none, as its supplementary groups),
+    rlimits, and the scratch dir as cwd, HOME and TMPDIR.
 
     Returns the new numbers of the ``keep`` descriptors (moved to 1000 and up).
     """
@@ -69,7 +70,7 @@ def enter_sandbox(uid: int, workdir: str, limits: dict, stdio: tuple[int, int, i
     for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     _make_oom_preferred()
-    drop_privileges(uid)
+    drop_privileges(uid, groups)
     os.chdir(workdir)
     os.umask(umask)  # 077: what a job or session writes is its uid's alone
     _apply_rlimits(limits)

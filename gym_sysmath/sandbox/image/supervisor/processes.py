@@ -10,9 +10,10 @@ import time
 from .runtime import IS_ROOT
 
 
-def drop_privileges(uid: int) -> None:
+def drop_privileges(uid: int, groups: tuple[int, ...] = ()) -> None:
+    """Become ``uid`` (its gid the same number) with ``groups`` as the only supplementary groups."""
     if IS_ROOT:
-        os.setgroups([])
+        os.setgroups(list(groups))
         os.setgid(uid)
         os.setuid(uid)
 

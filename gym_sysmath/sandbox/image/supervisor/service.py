@@ -84,7 +84,7 @@ class Supervisor:
                 result = self._count_python(uid, workdir, limits, files, stdin)
             elif language == "python":
                 source = files.pop("main.py")
-                runner = StageRunner(uid, workdir, limits)
+                runner = StageRunner(uid, workdir, limits, toolchain=job.get("toolchain") is True)
                 return runner.run(python=source, files=files, stdin=stdin)
             elif language in COMPILERS:
                 result = self._compile_and_run(job, language, files, stdin, limits, uid, workdir, counted)
@@ -117,7 +117,7 @@ class Supervisor:
         key = self.builds.key(language, compile_argv, files)
         entry = self.builds.get(key) if job.get("cache", True) else None
         if entry is None:
-            compiled = StageRunner(uid, workdir, compile_limits).run(argv=compile_argv, files=files)
+            compiled = StageRunner(uid, workdir, compile_limits, toolchain=True).run(argv=compile_argv, files=files)
             if compiled["status"] != ExecutionStatus.OK and scratch_nearly_full(self.scratch):
                 raise SetupError("the scratch disk is full")
             if compiled["status"] != ExecutionStatus.OK:  # rejected, or over the compile limits: the build failed

@@ -9,6 +9,7 @@ import shutil
 import signal
 import time
 
+from ..toolchains import TOOLCHAIN_GID
 from . import zygote
 from .child import enter_sandbox, report_setup_failure, write_files
 from .counting import counted_argv, exec_sealed, namespace_last_pid
@@ -25,7 +26,7 @@ class StageRunner:
     """Forks one stage (a command or Python source), feeds stdin, streams output against caps."""
 
     def __init__(self, uid: int, workdir: str, limits: dict, program_is_jobs: bool = False,
-                 counted: bool = False):
+                 counted: bool = False, toolchain: bool = False):
         self.uid = uid
         self.workdir = workdir
         self.limits = limits
@@ -33,6 +34,9 @@ class StageRunner:
         self.program_is_jobs = program_is_jobs
         #: run the program under the instruction counter (``counted_argv``), sealed against exec
         self.counted = counted
+        #: the toolchain's group as a supplementary group: only a compiler stage, or a Python job
+        #: whose host asked for it (``Job.toolchain``), may run or read gcc, as, ld, rustc...
+        self.groups = (TOOLCHAIN_GID,) if toolchain else ()
 
     def run(self, *, argv: list[str] | None = None, python: str | None = None,
             files: dict | None = None, stdin: bytes = b"") -> dict:
@@ -49,7 +53,8 @@ class StageRunner:
         started = time.monotonic()
         waiter: ChildWaiter | ZygoteWaiter
         if python is not None:
-            waiter = zygote.ZYGOTE.spawn_job({"uid": self.uid, "workdir": self.workdir, "limits": self.limits},
+            waiter = zygote.ZYGOTE.spawn_job({"uid": self.uid, "workdir": self.workdir, "limits": self.limits,
+                                              "groups": list(self.groups)},
                                       (in_r, out_w, err_w, setup_w), {"python": python, "files": files or {}})
         else:
             assert argv is not None  # a stage runs argv or Python source
@@ -74,7 +79,8 @@ class StageRunner:
             report = fds[3]
             try:
                 # 077 for compilers too: the supervisor reads a build through CAP_DAC_OVERRIDE
-                (report,) = enter_sandbox(self.uid, self.workdir, self.limits, fds[:3], keep=(fds[3],))
+                (report,) = enter_sandbox(self.uid, self.workdir, self.limits, fds[:3], keep=(fds[3],),
+                                          groups=self.groups)
                 if files:
                     write_files(files)
             except BaseException as exc:  # before the job's code ran: the sandbox's failure

@@ -129,7 +129,7 @@ def _zygote_job_child(header: dict, fds: list[int]) -> None:
         with os.fdopen(spec_r, "rb") as pipe:
             spec = json.loads(pipe.read())
         (report,) = enter_sandbox(header["uid"], header["workdir"], header["limits"], (in_r, out_w, err_w),
-                                   keep=(setup_w,))
+                                   keep=(setup_w,), groups=tuple(header.get("groups", ())))
         if spec["files"]:
             write_files(spec["files"])
         os.close(report)
