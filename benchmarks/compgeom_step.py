@@ -70,7 +70,7 @@ def main() -> None:
                 started = time.perf_counter()
                 *_, info = env.step(f"```{language}\n{source}```")
                 elapsed = time.perf_counter() - started
-                assert info["verdict"] is Verdict.CORRECT, info
+                assert info["verdict"] == Verdict.CORRECT, info
                 source = f"{solution}\n{TOOLCHAINS[language].comment} benchmark run {time.time_ns()} {rep} twice\n"
                 twice.reset(options={"task_id": task.task_id})
                 *_, info = twice.step(f"```{language}\n{source}```")  # public tests: builds it
@@ -78,7 +78,7 @@ def main() -> None:
                 started = time.perf_counter()
                 *_, info = twice.step("Submitting that.")  # the same candidate: the rollout's cache
                 cached_s = time.perf_counter() - started
-                assert info["verdict"] is Verdict.CORRECT, info
+                assert info["verdict"] == Verdict.CORRECT, info
                 if rep >= 0:
                     steps.append(elapsed)
                     cached.append(cached_s)

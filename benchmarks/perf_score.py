@@ -42,7 +42,7 @@ def _steps(env, language: str, source: str, runs: int) -> tuple[list[float], lis
         started = time.perf_counter()
         _, _, _, _, info = env.step(f"```{language}\n{source}\n```")
         times.append(time.perf_counter() - started)
-        assert info["verdict"] is Verdict.CORRECT and info["scoring_error"] is None, info
+        assert info["verdict"] == Verdict.CORRECT and info["scoring_error"] is None, info
         scores.append(info["performance_score"])
     return scores, times
 

@@ -7,8 +7,10 @@
 The build fails when the corpus is not trustworthy: an id used twice, a public input repeated in
 the hidden set, a branch of a reference that the hidden cases never reach, a case that double
 precision does not decide exactly (``exactness.py``, and the good Python solution run on it), a
-tolerance candidate that passes every hidden case at some size (``tolerances.py``), or a bug
-edit that does not apply exactly once to its good fixture.
+tolerance candidate that passes every hidden case at some size (``tolerances.py``), a rewrite
+candidate (equal in real arithmetic, rounded differently in double) that passes every hidden
+case (``rewrites.py``), an input coordinate outside the range the contracts state
+(``rounding.out_of_range``), or a bug edit that does not apply exactly once to its good fixture.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from .languages import LANGUAGES
 from .layout import ROOT, case_path, contract_path, fixture_path, harness_path, starter_path
 from .primitives import PRIMITIVES
 from .render import contract_markdown, harness_source, starter_source
+from .rewrites import uncaught as uncaught_rewrites
+from .rounding import coordinates, out_of_range
 from .runner import run_local
 from .tolerances import uncaught
 
@@ -60,6 +64,12 @@ def _check_corpus(primitive: str, cases: dict) -> None:
     passing = uncaught(primitive, good_source(primitive, "python"), cases["hidden"])
     if passing:
         raise BuildError(f"{primitive}: tolerance candidates pass every hidden case: {passing[:5]}")
+    passing = uncaught_rewrites(primitive, good_source(primitive, "python"), cases["hidden"])
+    if passing:
+        raise BuildError(f"{primitive}: rewrite candidates pass every hidden case: {passing[:5]}")
+    wide = [c.id for v in VISIBILITIES for c in cases[v] if any(out_of_range(x) for x in coordinates(c.input))]
+    if wide:
+        raise BuildError(f"{primitive}: input coordinates outside the contracts' range: {wide[:5]}")
 
 
 def generated_files() -> dict[Path, str]:

@@ -32,6 +32,7 @@ from .exactness import inexact
 from .layout import case_path
 from .primitives import BOX2, BY_NAME, PRIMITIVES, Primitive
 from .reference import solve
+from .rounding import coordinates, fixed, generated, out_of_range
 from .scenarios import PUBLIC, SCENARIOS_2D, SCENARIOS_BOX, SCENARIOS_VEC
 from .variants import DELTA_EXPONENTS, SCALE_EXPONENTS, near_misses, scaled
 
@@ -40,6 +41,10 @@ BASE_SEED = 20240605
 VARIANTS = 3
 RANDOM_HIDDEN = {"box": 50, "2d": 60, "test": 60, "3d": 60}
 RANDOM_PUBLIC = 4
+ROUNDING_HIDDEN = 64  # drawn contacts at odd-denominator parameters (rounding.generated) per primitive
+ROUNDING_EXTRA = 1500  # further draws tried, one at a time, while a rewrite candidate fails too few hidden cases
+CATCHES = 3  # ... fewer than this many
+ROUNDING_TRAIN = 24  # rounding draws in each train episode's hidden set
 RANDOM_MODES = ("generic",) * 4 + ("parallel",) + ("collinear",) * 3  # hidden draws: half on purpose special
 VISIBILITIES = ("public", "hidden")
 
@@ -343,13 +348,19 @@ NEAR_SCALE_EXPONENTS = (0, 0, -20, 16)  # a near miss is also scaled by 2**k, k 
 TRAIN_SCALE_EXPONENTS = tuple(k for k in range(-24, 21) if k)  # never the public scale
 
 
+def fixture_source(primitive_name: str) -> str:
+    """The good Python fixture's text."""
+    from .layout import fixture_path
+
+    return fixture_path(primitive_name, "good.py").read_text(encoding="utf-8")
+
+
 @cache
 def _good_python(primitive_name: str) -> Any:
     from .inprocess import load_source  # the runner grades with Case: imported late
     from .layout import fixture_path
 
-    path = fixture_path(primitive_name, "good.py")
-    return load_source(path.read_text(encoding="utf-8"), str(path))
+    return load_source(fixture_source(primitive_name), str(fixture_path(primitive_name, "good.py")))
 
 
 def exact_case(case: Case) -> bool:
@@ -370,6 +381,8 @@ def _exact_or_none(primitive: Primitive, case_id: str, values: list[Any]) -> Cas
     try:
         case = make_case(primitive, case_id, values)
     except ValueError:  # a coordinate double precision cannot hold
+        return None
+    if any(out_of_range(x) for x in coordinates(case.input)):  # outside the range the contracts state
         return None
     return case if exact_case(case) else None
 
@@ -421,6 +434,11 @@ def _draws(primitive: Primitive, visibility: str) -> Iterator[Case | None]:
         for index, (case_id, values) in enumerate(_near_miss_table(primitive.name)):
             rng = _rng(primitive, 6, index)
             yield _variant(primitive, case_id, values, rng, _pick(rng, NEAR_SCALE_EXPONENTS))
+        for case_id, values in fixed(primitive.name):
+            yield _exact_or_none(primitive, case_id, values)
+        for index in range(ROUNDING_HIDDEN):
+            rng = _rng(primitive, 7, index)
+            yield _variant(primitive, f"rounding-{index:03d}", generated(primitive.name, rng), rng)
     count = RANDOM_PUBLIC if visibility == "public" else RANDOM_HIDDEN[primitive.family.name]
     for index in range(count):
         rng = _rng(primitive, 2 if visibility == "public" else 3, index)
@@ -451,13 +469,43 @@ def build_cases(primitive_name: str) -> dict[str, tuple[Case, ...]]:
                 seen.add(_key(case))
                 cases.append(case)
         out[visibility] = tuple(cases)
+    out["hidden"] += _catchers(primitive, seen, out["hidden"])
     return out
+
+
+def _catchers(primitive: Primitive, seen: set[str], hidden: Sequence[Case]) -> tuple[Case, ...]:
+    """Further rounding draws (``rounding.generated``), each kept only when it fails a rewrite
+    candidate that fewer than ``CATCHES`` hidden cases fail so far, until every rewrite has that
+    many or ``ROUNDING_EXTRA`` draws are spent (the builder then names any rewrite still passing)."""
+    from .inprocess import failure  # the runner grades with Case: imported late
+    from .rewrites import REWRITES, rewrite_module
+
+    good = fixture_source(primitive.name)
+    modules = {m.name: rewrite_module(primitive.name, good, m) for m in REWRITES[primitive.name]}
+    caught = {name: sum(failure(module, case) is not None for case in hidden) for name, module in modules.items()}
+    out: list[Case] = []
+    for index in range(ROUNDING_EXTRA):
+        wanted = [name for name, count in caught.items() if count < CATCHES]
+        if not wanted:
+            break
+        rng = _rng(primitive, 8, index)
+        case = _variant(primitive, f"rounding-extra-{index:03d}", generated(primitive.name, rng), rng)
+        if case is None or _key(case) in seen:
+            continue
+        failing = [name for name in wanted if failure(modules[name], case) is not None]
+        if failing:
+            seen.add(_key(case))
+            out.append(case)
+            for name in failing:
+                caught[name] += 1
+    return tuple(out)
 
 
 def train_cases(primitive_name: str, rng: np.random.Generator, public: Sequence[Case] = ()) -> tuple[Case, ...]:
     """A fresh hidden set for one training episode, every draw from ``rng``: each scenario under
     a random symmetry and once more at a random power-of-two scale, near misses of each at two
-    random sizes 2**-7 .. 2**-42, and random configurations. Every case is exact in double
+    random sizes 2**-7 .. 2**-42, ``ROUNDING_TRAIN`` odd-denominator contacts
+    (``rounding.generated``), and random configurations. Every case is exact in double
     (as in the eval corpus), none repeats a public input, and every branch is reached."""
     primitive = BY_NAME[primitive_name]
     drawn: list[Case | None] = []
@@ -471,6 +519,8 @@ def train_cases(primitive_name: str, rng: np.random.Generator, public: Sequence[
             for move, moved in near_misses(primitive, values, Q(1, 2**k), lambda v: _branch(primitive, v)):
                 drawn.append(_variant(primitive, f"{name}-near{k}-{move}", moved, rng,
                                       _pick(rng, NEAR_SCALE_EXPONENTS)))
+    for index in range(ROUNDING_TRAIN):
+        drawn.append(_variant(primitive, f"rounding-{index:03d}", generated(primitive_name, rng), rng))
     for index in range(RANDOM_HIDDEN[primitive.family.name]):
         if primitive.is_box:
             drawn.append(make_case(primitive, f"random-{index:03d}", _random_box(rng)))

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import textwrap
 
 from .primitives import BY_NAME
+from .rounding import RANGE_TEXT
 
 COMMON_2D = """\
 ## Conventions shared by the 2D primitives
@@ -126,8 +128,7 @@ COMMON_3D = """\
 
 - Inputs and outputs are double precision (`double`, `f64`, `float`); a point or a vector is a
   `Vec3` with fields `x`, `y` and `z`.
-- A ray is `origin + t*direction` for `t >= 0`; the direction need not be normalised: `t` is in
-  the ray's own parametrisation, whatever the length of the direction.
+{first}
 - There is no tolerance anywhere: every test input is a small integer or a dyadic rational
   (`k/2^m`), chosen so that double precision decides every comparison of the contract exactly.
   A face, an edge or a corner that the input touches counts as part of the solid.
@@ -148,6 +149,24 @@ Kinds and list lengths are compared exactly; numbers with a relative tolerance o
 (absolute `1e-12` near zero). Do not print to standard output: the test harness owns it.
 """
 _COMMON_BY_FAMILY = {"test": COMMON_TEST, "3d": COMMON_3D}
+_FIRST_3D = {
+    "Ray3": "- A ray is `origin + t*direction` for `t >= 0`; the direction need not be normalised: `t` is in\n"
+            "  the ray's own parametrisation, whatever the length of the direction.",
+    "Segment3": "- A segment from `p0` to `p1` is `p0 + t*(p1 - p0)` for `0 <= t <= 1`: `t` is in this\n"
+                "  parametrisation (not a centred form with a unit direction), whatever the segment's length.",
+}
+"""The 3D conventions' sentence on the first input, by its type."""
+
+
+def _range_bullet() -> str:
+    """The input range every contract states (``rounding.RANGE_TEXT``), as a wrapped bullet."""
+    return textwrap.fill(RANGE_TEXT + " Every case is built inside this range; no solution needs to handle "
+                         "inputs outside it. The hidden cases touch, cross and end at parameters such as 3/5, "
+                         "15/13 or 27/49: compute the quantities as the contract writes them, since a form that "
+                         "is equal in real numbers (a reciprocal `1/d`, a unit direction, a point computed and "
+                         "then tested) rounds differently in double and fails some of them.", width=96,
+                         initial_indent="- ", subsequent_indent="  ",
+                         break_on_hyphens=False)
 
 
 def reference_module(primitive: str):
@@ -162,4 +181,7 @@ def contract_text(primitive: str) -> str:
     if BY_NAME[primitive].clips_box:
         common = COMMON_CLIP
     common = _COMMON_BY_FAMILY.get(BY_NAME[primitive].family.name, common)
+    if "{first}" in common:
+        common = common.replace("{first}", _FIRST_3D[BY_NAME[primitive].args[0][1].type_name])
+    common = common.replace("\n\n## The result", f"\n{_range_bullet()}\n\n## The result", 1)
     return f"# Contract: `{primitive}`\n\n{doc}\n\n{common}"

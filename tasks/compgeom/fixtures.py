@@ -5,7 +5,8 @@ one of its language by a one-bug edit from ``MUTATIONS`` (checked to apply exact
 differs from a passing solution by exactly the bug it is named after: a strict comparison at a
 touching boundary, an epsilon parallel test, swapped parameters, one of the Geometric Tools
 quirks the contract fixes (unnormalised collinear parameters, the opposite-direction sign), or
-a tolerance of 1e-12 in one exact test (``bad_tol_*``, from ``tolerances.py``).
+a tolerance of 1e-12 in one exact test (``bad_tol_*``, from ``tolerances.py``), or a rewrite that
+is equal in real arithmetic but rounds differently in double (``bad_rw_*``, from ``rewrites.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .languages import BY_LANGUAGE, LANGUAGES
 from .layout import fixture_path, harness_path, read, starter_path
 from .mutation import Mutation, apply_edits
 from .primitives import PRIMITIVES
+from .rewrites import REWRITES
 from .runner import Runner
 from .tolerances import TOLERANCES
 
@@ -245,8 +247,9 @@ _BUGS: dict[str, tuple[Mutation, ...]] = {
 }
 
 
-MUTATIONS: dict[str, tuple[Mutation, ...]] = {p: _BUGS[p] + TOLERANCES[p] for p in PRIMITIVES}
-"""Every bad fixture of each primitive: the bugs above, then the tolerance candidates (``tolerances.py``)."""
+MUTATIONS: dict[str, tuple[Mutation, ...]] = {p: _BUGS[p] + TOLERANCES[p] + REWRITES[p] for p in PRIMITIVES}
+"""Every bad fixture of each primitive: the bugs above, then the tolerance candidates (``tolerances.py``),
+then the rewrite candidates (``rewrites.py``)."""
 
 
 def good_source(primitive: str, language: str) -> str:
@@ -301,8 +304,22 @@ class VerifyReport:
         out = [f"FAIL {r.label}: {r.detail}" for r in self.results if not r.ok]
         (good_ok, good_n), (bad_ok, bad_n) = self.count(True), self.count(False)
         starters = [r for r in self.results if r.fixture == "starter"]
-        return [*out, f"good fixtures pass: {good_ok}/{good_n}", f"bad fixtures fail: {bad_ok}/{bad_n}",
+        return [*out, *self.candidate_lines(), f"good fixtures pass: {good_ok}/{good_n}",
+                f"bad fixtures fail: {bad_ok}/{bad_n}",
                 f"starters compile and score 0: {sum(r.ok for r in starters)}/{len(starters)}"]
+
+    def candidate_lines(self) -> list[str]:
+        """Per primitive: its rewrite and tolerance candidates generated (all languages) and failing."""
+        out = []
+        for primitive in dict.fromkeys(r.primitive for r in self.results):
+            counts = []
+            for label, prefix in (("rewrite", "rw_"), ("tolerance", "tol_")):
+                chosen = [r for r in self.results if r.primitive == primitive and r.fixture.startswith(prefix)]
+                languages = len({r.language for r in chosen}) or 1
+                counts.append(f"{len(chosen) // languages} {label} candidates x {languages} languages, "
+                              f"{sum(r.ok for r in chosen)}/{len(chosen)} fail a hidden case")
+            out.append(f"{primitive}: " + "; ".join(counts))
+        return out
 
 
 @dataclass(frozen=True)

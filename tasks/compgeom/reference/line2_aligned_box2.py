@@ -28,8 +28,9 @@ Differences from Geometric Tools, on purpose:
   The line through (-1, 1/2) along (1, 0) and the box from (0, 0) to (1, 1) give no
   intersection there, where this contract has a `segment` with `t0 = [1, 2]`; through
   (1/2, 1/2) along (1, 0) one point, the origin, where this contract has `t0 = [-1/2, 1/2]`.
-  With `double` it finds the same kind and parameters as this contract on every test case of
-  this task.
+  With `double` its `Clip()` compares `numer > denom*t` on the box's centred form, which
+  rounds where this contract divides: the line through (5, 13) along (-13, -4) touches the flat
+  box from (-10, 6) to (-10, 9) at one point here (`t0 = [15/13]`), and there it finds none.
 - A zero direction is `invalid`. Geometric Tools clips a zero direction as parallel to both
   axes, so an origin in the box gives two intersections with parameters `-max()` and
   `max()`, both at the origin: origin (1/2, 1/2), direction (0, 0) and the box from (0, 0) to

@@ -27,8 +27,10 @@ Differences from Geometric Tools, on purpose:
   `[0, 0]`: the ray collapses to its origin. The ray from (-1, 1/2) along (1, 0) and the box
   from (0, 0) to (1, 1) give no intersection there, where this contract has a `segment` with
   `t0 = [1, 2]`; from (1/2, 1/2) along (1, 0) one point, the origin, where this contract has
-  `t0 = [0, 1/2]`. With `double` it finds the same kind and parameters as this contract on
-  every test case of this task.
+  `t0 = [0, 1/2]`. With `double` its `Clip()` compares `numer > denom*t` on the box's centred
+  form, which rounds where this contract divides: the ray from (5, 13) along (-13, -4) touches
+  the flat box from (-10, 6) to (-10, 9) at one point here (`t0 = [15/13]`), and there it
+  finds none.
 - A zero direction is `invalid`. Geometric Tools clips a zero direction as parallel to both
   axes, so an origin in the box intersects over the whole ray interval: origin (1/2, 1/2),
   direction (0, 0) and the box from (0, 0) to (1, 1) give two intersections, with parameters

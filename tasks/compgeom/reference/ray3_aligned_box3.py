@@ -6,8 +6,10 @@ for the origin, `d` for the direction, and `i` for an axis (x, y, z).
 
 - `invalid`: `d == (0, 0, 0)`, or `min[i] > max[i]` on some axis (a flat box, `min[i] == max[i]`,
   is valid).
-- Clip the ray's line against the three slabs (Liang-Barsky): on an axis with `d[i] == 0` the
-  line stays in the slab for every `t` if `min[i] <= o[i] <= max[i]` and never otherwise
+- Clip the ray's line against the three slabs, dividing first as written here (not in
+  Liang-Barsky's `numer > denom*t` form, which rounds `denom*t` where this contract compares
+  exact quotients, and so fails valid inputs): on an axis with `d[i] == 0` the line stays in
+  the slab for every `t` if `min[i] <= o[i] <= max[i]` and never otherwise
   (then `none`); on any other axis it is in the slab for `t` between `(min[i] - o[i]) / d[i]`
   and `(max[i] - o[i]) / d[i]`. Let `[enter, leave]` be the intersection of those intervals
   (`enter` the largest lower end, `leave` the smallest upper end).
@@ -24,9 +26,11 @@ decides every comparison of the contract exactly: the differences `min[i] - o[i]
 `(max[i] - o[i]) / d[i]` and `0` that differ also differ once each division is rounded.
 
 Differences from Geometric Tools, on purpose:
-- Geometric Tools (`FIQuery<Ray3, AlignedBox3>`, Liang-Barsky clipping of the line, then the
-  overlap with `[0, +infinity)`) always fills two parameters and two points; for a single
-  point of contact both slots hold it. Here the lists hold exactly one entry for a `point`.
+- Geometric Tools (`FIQuery<Ray3, AlignedBox3>`: the box in centred form, the line clipped by
+  Liang-Barsky's `Clip()`, which compares `numer > denom*t` and so rounds where this contract
+  divides, then the overlap with `[0, +infinity)`) always fills two parameters and two
+  points; for a single point of contact both slots hold it. Here the lists hold exactly one
+  entry for a `point`.
 - It starts the clipping from `[-max(), max()]` of the number type. With its exact rational
   type `BSRational`, `std::numeric_limits<T>::max()` is 0, so the line is clipped to `t = 0`
   before any face is tested: the ray from (-2, 1, 1) along (1, 0, 0) and the box from

@@ -16,7 +16,8 @@ triangle's normal), `q = p0 - v0` and `den = dot(n, d)`, with
   count); otherwise `none`.
 - `den == 0` and `dot(n, q) != 0`: the segment is parallel to the plane and off it: `none`.
 - `den == 0` and `dot(n, q) == 0`: the segment lies in the triangle's plane. Clip it against
-  the triangle's three edges (Liang-Barsky): for the edge from `a` to `b` (the edges
+  the triangle's three edges, dividing first as written here (not in Liang-Barsky's
+  `numer > denom*t` form, which rounds where this contract is exact): for the edge from `a` to `b` (the edges
   `v0 -> v1`, `v1 -> v2`, `v2 -> v0`) the points `p0 + t*d` on the triangle's side of it are
   those with `alpha + t*beta >= 0`, `alpha = dot(n, cross(b - a, p0 - a))`,
   `beta = dot(n, cross(b - a, d))`. So `beta == 0` and `alpha < 0` gives `none`; `beta > 0`
