@@ -229,3 +229,17 @@ def test_the_eval_programs_agree_both_ways(docker_available):
     reports = runs.check_runs(tasks)
     assert [(r.task_id, r.problems) for r in reports if r.problems] == []
     assert sum(r.forced for r in reports) > 200 and sum(r.refuted for r in reports) > 0
+
+
+def test_orderings_refute_the_orders_only_wait_rules_out():
+    """The refuted schedules are not absurd shuffles: besides the impossible candidates, they are
+    orders that keep every process's lines in program order and that only wait forbids."""
+    for task_id, name, params in EVAL_SET:
+        if name != "fork_wait_orderings":
+            continue
+        check = TEMPLATES[name].runs(params)
+        loose = {processes._text(o) for o in processes.outputs(processes._strip_waits(params["body"]), 0)}
+        candidates = {processes._text(tuple(c)) for c in params["candidates"]}
+        refuted = {s.output for s in check.forced.refute}
+        assert refuted <= (loose | candidates) - check.allowed, task_id
+        assert len(refuted & loose - candidates) >= 3, task_id

@@ -16,7 +16,6 @@ be one the models allow (``RunCheck``).
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -253,8 +252,8 @@ def _gated(prelude: str, *, lines: bool = True) -> str:
     return prelude.replace(SAY_MACRO, f"{GATE_C}\n{GATED_SAY if lines else SAY_MACRO}")
 
 
-#: Disallowed orderings tried per task besides the candidates (each costs a refute timeout).
-REFUTED_PERMUTATIONS = 4
+#: Orders wait rules out, tried per task besides the candidates (each costs a refute timeout).
+REFUTED_PERMUTATIONS = 6
 
 
 def _forced_orderings(p: Params, allowed: frozenset[tuple[str, ...]]) -> Forcing:
@@ -265,9 +264,11 @@ def _forced_orderings(p: Params, allowed: frozenset[tuple[str, ...]]) -> Forcing
     if len(set(lines)) != len(lines):
         raise BuildError("forcing by lines needs distinct lines")
     wrong = [tuple(c) for c in p["candidates"] if tuple(c) not in allowed]
-    others = [order for order in itertools.islice(itertools.permutations(sorted(lines)), 5000)
-              if order not in allowed and order not in wrong]
-    wrong += others[:REFUTED_PERMUTATIONS // 2] + others[-(REFUTED_PERMUTATIONS // 2):]
+    # the orders only wait rules out (each process's lines in program order, a child's after its
+    # fork): the ones a model that lets too little through would wrongly call impossible
+    ruled_out = sorted(outputs(_strip_waits(p["body"]), p["x0"]) - allowed - set(wrong))
+    step = max(1, len(ruled_out) // REFUTED_PERMUTATIONS)
+    wrong += ruled_out[::step][:REFUTED_PERMUTATIONS]
     return Forcing(render_c(p["body"], p["x0"], gated=True),
                    produce=tuple(line_schedule(o, PRODUCE_TIMEOUT_MS) for o in sorted(allowed)),
                    refute=tuple(line_schedule(o, REFUTE_TIMEOUT_MS) for o in dict.fromkeys(wrong)))

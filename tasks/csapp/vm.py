@@ -287,9 +287,12 @@ def _sample_translate(rng: np.random.Generator) -> Params:
     tlb = {(decoy_set, tag): decoy_ppn}
     if hit:
         tlb[(index, tag)] = page_table[vpn]
+    else:  # a second decoy: the access's tag is in exactly two entries either way, so no count tells
+        other = draw(rng, [s for s in range(sets) if s not in (index, decoy_set)])
+        tlb[(other, tag)] = page_table.get((tag << index_bits) | other, draw_int(rng, 0, ppn_max))
     for _ in range(draw_int(rng, 2, 5)):
         s, t = draw_int(rng, 0, sets - 1), draw_int(rng, 0, tag_max)
-        if (s, t) in tlb or (s, t) == (index, tag) or sum(k[0] == s for k in tlb) == ways:
+        if (s, t) in tlb or t == tag or sum(k[0] == s for k in tlb) == ways:
             continue
         tlb[(s, t)] = page_table.get((t << index_bits) | s, draw_int(rng, 0, ppn_max))
     return {"vbits": vbits, "pbits": pbits, "page": page, "tlb_sets": sets, "tlb_ways": ways,
@@ -350,15 +353,18 @@ def _sample_cached(rng: np.random.Generator) -> Params:
     tag_max = (1 << max(0, p["pbits"] - _bits(p["block"]) - _bits(sets))) - 1
     block = int(translate(p)[6], 16) // p["block"]
     index, tag = block % sets, block // sets
-    lines = {(index + draw_int(rng, 1, sets - 1)) % sets: tag}  # the decoy: the same tag in another set
+    decoy = (index + draw_int(rng, 1, sets - 1)) % sets
+    lines = {decoy: tag}  # the decoy: the same tag in another set
     if draw_int(rng, 0, 1):  # hits and misses equally often
         lines[index] = tag
-    elif tag_max and draw_int(rng, 0, 1):  # a miss on a set that holds another block
-        lines[index] = (tag + draw_int(rng, 1, tag_max)) % (tag_max + 1)
+    else:  # a second decoy: the tag is in exactly two lines either way, so no count tells
+        lines[draw(rng, [s for s in range(sets) if s not in (index, decoy)])] = tag
+        if tag_max and draw_int(rng, 0, 1):  # a miss on a set that holds another block
+            lines[index] = (tag + draw_int(rng, 1, tag_max)) % (tag_max + 1)
     for _ in range(draw_int(rng, 1, 3)):  # one valid line per set: the cache is direct-mapped
-        s = draw_int(rng, 0, sets - 1)
-        if s != index:
-            lines.setdefault(s, draw_int(rng, 0, tag_max))
+        s, t = draw_int(rng, 0, sets - 1), draw_int(rng, 0, tag_max)
+        if s != index and t != tag:
+            lines.setdefault(s, t)
     p["lines"] = sorted([s, t] for s, t in lines.items())
     return p
 
