@@ -18,7 +18,7 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .schedules import GATE_C, PRODUCE_TIMEOUT_MS, Forcing, actor_schedule
+from .schedules import GATE_C, PRODUCE_TIMEOUT_MS, SAY_MACRO, Forcing, actor_schedule
 from .template import Field, Params, RunCheck, Template, WrongReading, draw_int, fixed, require
 
 if TYPE_CHECKING:
@@ -156,8 +156,7 @@ C_PRELUDE = """#include <pthread.h>
 #include <unistd.h>
 
 /* say() formats one line and writes it with a single write(2), so lines never mix */
-#define say(...) do { char line_[64]; \\
-    if (write(1, line_, snprintf(line_, sizeof line_, __VA_ARGS__)) < 0) _exit(1); } while (0)
+""" + SAY_MACRO + """
 
 /* The question assumes a thread can always be created. Should the machine refuse one (a process
    limit), the run is void: it says so and stops, and the run is not counted. */

@@ -24,6 +24,7 @@ from .schedules import (
     GATED_SAY,
     PRODUCE_TIMEOUT_MS,
     REFUTE_TIMEOUT_MS,
+    SAY_MACRO,
     Forcing,
     actor_schedule,
     line_schedule,
@@ -55,9 +56,8 @@ static pid_t fork_checked(void)
 #define fork fork_checked
 
 /* say() formats one line and writes it with a single write(2): no stdio buffer for fork to copy */
-#define say(...) do { char line_[64]; \\
-    if (write(1, line_, snprintf(line_, sizeof line_, __VA_ARGS__)) < 0) _exit(1); } while (0)
-"""
+""" + SAY_MACRO + "\n"
+
 
 VOID_LINE = "fork failed"
 
@@ -69,9 +69,6 @@ STATED = ("Every line is written by say(), which formats it and writes it with o
           "The output is every line any process prints, lines printed after "
           "main has returned included.")
 
-#: The say() a question shows, and the one its forced runs are compiled with instead.
-SAY_MACRO = """#define say(...) do { char line_[64]; \\
-    if (write(1, line_, snprintf(line_, sizeof line_, __VA_ARGS__)) < 0) _exit(1); } while (0)"""
 
 
 def _freeze(code: Sequence[Stmt]) -> tuple:

@@ -209,6 +209,11 @@ static void gate_delivered(void) { gate_done(); }
 """.replace("GATE_STUCK_LINE", STUCK_LINE).replace("GATE_STUCK_STATUS", str(STUCK_STATUS)).replace(
     "GATE_SEPARATOR", "\\036gate-run ")
 
+#: The say() every processes and concurrency question shows (one write(2) a line); the gated
+#: builds keep it (actor mode) or replace it with ``GATED_SAY`` (line mode).
+SAY_MACRO = """#define say(...) do { char line_[64]; \\
+    if (write(1, line_, snprintf(line_, sizeof line_, __VA_ARGS__)) < 0) _exit(1); } while (0)"""
+
 #: The gated say(): in line mode, the line waits for its turn (replaces the prelude's say).
 GATED_SAY = ("#define say(...) do { char line_[64]; "
              "gate_line(line_, snprintf(line_, sizeof line_, __VA_ARGS__)); } while (0)")
