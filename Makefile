@@ -55,7 +55,7 @@ toolchains:
 image: setup docker
 	$(CLI) sandbox build --bootstrap
 
-test: image browser frameworks toolchains
+test: image browser frameworks real-model toolchains
 	$(PY) -m pytest -q
 
 # no Docker daemon (pointed at nothing, so a test that needs one skips), no compilers, no trainers

@@ -16,3 +16,14 @@ for env_id in gym_sysmath.env_ids():
     assert reward == 1.0 and terminated and not truncated, (env_id, info)
     env.close()
     print(f"plain install: {env_id} ok")
+
+# A dataset exported from the checkout must grade in the plain install: same task-set fingerprints.
+import json  # noqa: E402
+import os  # noqa: E402
+
+from gym_sysmath.families import families, task_set  # noqa: E402
+
+expected = json.loads(os.environ["GYM_SYSMATH_CHECKOUT_TASK_SETS"])
+installed = {row.name: task_set(row.name) for row in families()}
+assert installed == expected, f"task sets differ: checkout {expected}, plain install {installed}"
+print(f"plain install: task sets {installed} match the checkout")

@@ -81,6 +81,8 @@ def _export(args: argparse.Namespace) -> int:
     from gym_sysmath import env_ids
     from gym_sysmath.env import core_env
     from gym_sysmath.evaluation import BASE_INFO_KEYS, choose_tasks, sample_seed
+    from gym_sysmath.families import task_set
+    from gym_sysmath.integrations.episodes import chat_prompt, task_kwargs
 
     if args.env_id not in env_ids():
         print(f"gym-sysmath: unknown env id {args.env_id!r}; registered: {', '.join(env_ids())}", file=sys.stderr)
@@ -88,7 +90,9 @@ def _export(args: argparse.Namespace) -> int:
     if args.format != "jsonl":
         return _export_for_trainer(args)
     try:
-        env = gym.make(args.env_id, **{**_env_args(args.env_arg), "split": args.split})
+        env_kwargs = _env_args(args.env_arg)
+        recorded = task_kwargs(env_kwargs)
+        env = gym.make(args.env_id, **{**env_kwargs, "split": args.split})
     except (ValueError, TypeError) as exc:  # a split or argument the env does not take
         print(f"gym-sysmath: export {args.env_id} --split {args.split}: {exc}", file=sys.stderr)
         return 2
@@ -105,7 +109,8 @@ def _export(args: argparse.Namespace) -> int:
             for task_id, seed in plan:
                 prompt, info = env.reset(seed=seed, options={"task_id": task_id} if task_id else None)
                 record = {"env_id": args.env_id, "task_id": info["task_id"], "split": args.split, "seed": seed,
-                          "prompt": prompt,
+                          "env_kwargs": recorded, "task_set": task_set(core.family),
+                          "prompt": chat_prompt(prompt, args.system_prompt) if args.system_prompt else prompt,
                           "metadata": {key: value for key, value in info.items() if key not in BASE_INFO_KEYS}}
                 if args.with_answers:
                     assert core.task is not None  # reset() has just chosen it
@@ -158,7 +163,8 @@ def _export_for_trainer(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as exc:
         print(f"gym-sysmath: export {args.env_id} --split {args.split}: {exc}", file=sys.stderr)
         return 2
-    records = getattr(importlib.import_module(module), name)(rows, max_turns=max_turns)
+    records = getattr(importlib.import_module(module), name)(rows, max_turns=max_turns,
+                                                             system_prompt=args.system_prompt)
     pd.DataFrame(records).to_parquet(args.out, index=False)
     print(f"wrote {len(rows)} {args.split} task(s) of {args.env_id} to {args.out} ({args.format} schema)",
           file=sys.stderr)
@@ -404,6 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "reference as ground truth; never the key)")
     export.add_argument("--max-turns", type=int, default=None,
                         help="with --format: the turns the prompts offer (skyrl: the family's default; else 1)")
+    export.add_argument("--system-prompt", default=None, metavar="TEXT",
+                        help="a system turn before each prompt (the prompt becomes chat messages)")
     export.set_defaults(func=_export)
 
     evaluation = commands.add_parser(

@@ -7,9 +7,13 @@ and the README's id table are read from here. ``docs/adding-a-family.md`` shows 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -119,6 +123,39 @@ def breakdown_order(env_id: str, key: str) -> tuple[str, ...]:
             module, _, attribute = candidate.breakdown_order[key].partition(":")
             return tuple(getattr(importlib.import_module(module), attribute))
     return ()
+
+
+#: Folders a task set's fingerprint leaves out: bytecode, and the wrong solutions the builders
+#: attack the grader with (they test the grader, they are not tasks); and files that are docs
+#: only (not installed, so a plain install has the same fingerprint as the checkout).
+_NOT_TASK_DATA = frozenset({"__pycache__", "fixtures"})
+_NOT_TASK_FILES = frozenset({"README.md"})
+
+
+def _package_files(module: str) -> list[Path]:
+    spec = importlib.util.find_spec(module)
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:  # a package: every file under it
+        return sorted(path for root in spec.submodule_search_locations for path in Path(root).rglob("*")
+                      if path.is_file() and not _NOT_TASK_DATA & set(path.relative_to(root).parts)
+                      and path.suffix != ".pyc" and path.name not in _NOT_TASK_FILES)
+    return [Path(spec.origin)] if spec.origin else []
+
+
+@functools.cache
+def task_set(name: str) -> str:
+    """The installed task set of family ``name``: ``<name>-<12 hex>``, a hash over its env module
+    (the prompts) and its task package (builders, generated tasks, keys and hidden cases).
+
+    Any change to what a task shows or how its key is made changes it, so a dataset exported
+    from one checkout is refused, not mis-graded, by another (``TaskRef.task_set``)."""
+    row = family(name)
+    digest = hashlib.sha256()
+    for module in (row.entry_point.partition(":")[0], f"gym_sysmath.tasks.{name}"):
+        for path in _package_files(module):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{name}-{digest.hexdigest()[:12]}"
 
 
 def _register_with_gymnasium(row: Family) -> None:

@@ -31,6 +31,21 @@ def docker_available() -> None:
     docker_or_skip()
 
 
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """SmolLM2-135M-Instruct's real tokenizer and chat template (`make real-model`, which
+    `make test` runs): the framework tests measure prompts the way a trainer's default would."""
+    from tests.real_model import smollm2
+
+    if not smollm2.installed():
+        if IN_CI:
+            pytest.fail("CI=true but SmolLM2 is not installed (`make real-model`)")
+        pytest.skip("SmolLM2 not installed: `make real-model`")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2.FP32_DIR)
+
+
 @pytest.fixture(scope="module")
 def sandbox(docker_available) -> Sandbox:
     box = Sandbox("docker", pool_size=2)

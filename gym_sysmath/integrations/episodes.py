@@ -19,7 +19,7 @@ import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -27,10 +27,41 @@ import gymnasium as gym
 if TYPE_CHECKING:
     from gym_sysmath.env import SysmathEnv
 
-__all__ = ["CLOSING_ACTION", "Episode", "ScoringError", "TaskRef", "chat_prompt", "grade_completion"]
+__all__ = ["CLOSING_ACTION", "RUNTIME_KWARGS", "Episode", "PromptTooLong", "ScoringError", "TaskRef", "chat_prompt",
+           "grade_completion", "prompt_tokens", "require_prompts_fit", "task_kwargs"]
 
 #: Closes an episode still open after a single-turn completion (graded from what it left).
 CLOSING_ACTION = "No further turns: this is my final reply."
+
+#: ``gym.make`` arguments that say how an env runs, not which tasks it holds or how they are
+#: graded: a task reference never records them (the grading process picks its own sandbox);
+#: ``split`` and ``max_turns`` are fields of the reference itself.
+RUNTIME_KWARGS = frozenset({"sandbox", "pool_size", "render_mode", "split", "max_turns"})
+
+
+def task_kwargs(env_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``gym.make`` arguments a task reference records: all but ``RUNTIME_KWARGS``, as JSON
+    values (a filter given as a tuple comes back a list; anything JSON cannot hold is refused)."""
+    kept = {key: value for key, value in (env_kwargs or {}).items() if key not in RUNTIME_KWARGS}
+    try:
+        return dict(json.loads(json.dumps(kept, sort_keys=True)))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"a task reference records its gym.make arguments as JSON; {sorted(kept)} cannot be: "
+                         f"{exc}") from exc
+
+
+def _parse_kwargs(value: Any) -> dict[str, Any]:
+    """A reference's ``env_kwargs``: a mapping, its JSON text (a parquet column), or nothing."""
+    if value is None or (isinstance(value, float) and value != value) or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"a task reference's env_kwargs is a JSON object, got {value[:80]!r}: {exc}") from exc
+    if not isinstance(value, Mapping):
+        raise ValueError(f"a task reference's env_kwargs is a JSON object, got {value!r:.80}")
+    return task_kwargs(value)
 
 
 @dataclass(frozen=True)
@@ -43,6 +74,10 @@ class TaskRef:
     seed: int | None = None
     #: The turns the prompt was written for (it tells the model); ``None``: the family's default.
     max_turns: int | None = None
+    #: The ``gym.make`` arguments the row was made with (filters, difficulty...), ``RUNTIME_KWARGS`` left out.
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    #: ``families.task_set`` of the install that made the row; ``None``: not checked.
+    task_set: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -61,12 +96,27 @@ class TaskRef:
         if not isinstance(value, Mapping) or not {"env_id", "task_id"} <= value.keys():
             raise ValueError(f"a task reference needs env_id and task_id, got {value!r:.200}; build the dataset "
                              f"with `gym-sysmath export --format ...` or gym_sysmath.integrations.trl.build_dataset")
-        seed, max_turns = value.get("seed"), value.get("max_turns")
+        seed, max_turns, task_set = value.get("seed"), value.get("max_turns"), value.get("task_set")
         return cls(str(value["env_id"]), str(value["task_id"]), str(value.get("split") or "eval"),
-                   None if seed is None else int(seed), None if max_turns is None else int(max_turns))
+                   None if _missing(seed) else int(seed), None if _missing(max_turns) else int(max_turns),
+                   _parse_kwargs(value.get("env_kwargs")), None if _missing(task_set) else str(task_set))
+
+    def check_task_set(self, env: gym.Env) -> None:
+        """Refuse to grade a reference made from another task set than ``env``'s."""
+        if self.task_set is None:
+            return
+        from gym_sysmath.env import core_env
+        from gym_sysmath.families import task_set
+
+        installed = task_set(core_env(env).family)
+        if installed != self.task_set:
+            raise ValueError(f"{self.env_id} task {self.task_id!r} was exported from task set {self.task_set}, this "
+                             f"install has {installed}: its prompt or key may differ here, so it is not graded. "
+                             f"Export the dataset again with this install (`gym-sysmath export`)")
 
     def reset(self, env: gym.Env) -> tuple[str, dict[str, Any]]:
         """Reset ``env`` to this task: eval tasks by id, train draws by seed (checked against the id)."""
+        self.check_task_set(env)
         if self.split == "train":
             if self.seed is None:
                 raise ValueError(f"{self}: a train-split reference needs the seed of its draw")
@@ -77,6 +127,11 @@ class TaskRef:
                                  f"was made with")
             return observation, info
         return env.reset(seed=self.seed, options={"task_id": self.task_id})
+
+
+def _missing(value: Any) -> bool:
+    """``None``, or the NaN a dataframe puts in a column a row lacks."""
+    return value is None or (isinstance(value, float) and value != value)
 
 
 class ScoringError(RuntimeError):
@@ -131,7 +186,7 @@ class Episode:
         self.ref = ref
         self.retries = retries
         max_turns = ref.max_turns if max_turns is None else max_turns
-        self._env_args = (ref.env_id, ref.split, max_turns, dict(env_kwargs or {}))
+        self._env_args = (ref.env_id, ref.split, max_turns, {**ref.env_kwargs, **dict(env_kwargs or {})})
         self._own_env = own_env
         self._env: gym.Env | None = None
         self.actions: list[str] = []
@@ -221,3 +276,35 @@ def grade_completion(ref: TaskRef, completion: str, *, env_kwargs: Mapping[str, 
     if not (terminated or truncated):
         _, reward, _, _, info = episode.step(CLOSING_ACTION)
     return reward, info
+
+
+class PromptTooLong(ValueError):
+    """A trainer would cut or drop prompts at its length limit: raise the limit, never train on them."""
+
+
+def prompt_tokens(prompt: str | Sequence[Mapping[str, str]], tokenizer: Any, *, apply_chat_template: bool = True,
+                  system_prompt: str | None = None) -> int:
+    """Tokens of one prompt as a trainer feeds it: through the tokenizer's chat template with the
+    generation prompt (``apply_chat_template``), else the plain text."""
+    if apply_chat_template:
+        ids = tokenizer.apply_chat_template(chat_prompt(prompt, system_prompt), tokenize=True,
+                                            add_generation_prompt=True)
+        if isinstance(ids, Mapping):  # transformers 5 returns a BatchEncoding
+            ids = ids["input_ids"]
+        return len(ids)
+    text = prompt if isinstance(prompt, str) else "\n".join(message["content"] for message in prompt)
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def require_prompts_fit(prompts: Sequence[str | Sequence[Mapping[str, str]]], tokenizer: Any, limit: int, *,
+                        setting: str, apply_chat_template: bool = True) -> int:
+    """The longest prompt's token count; ``PromptTooLong`` when any is over ``limit``, naming the
+    trainer ``setting`` to raise and the value every prompt needs."""
+    lengths = [prompt_tokens(prompt, tokenizer, apply_chat_template=apply_chat_template) for prompt in prompts]
+    longest = max(lengths, default=0)
+    over = sum(length > limit for length in lengths)
+    if over:
+        raise PromptTooLong(f"{over} of {len(lengths)} prompts are longer than {setting}={limit} tokens (the longest "
+                            f"is {longest}): the trainer would cut or drop them, losing the task statement. Set "
+                            f"{setting} to at least {longest}")
+    return longest
