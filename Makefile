@@ -19,11 +19,11 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 
 setup: $(VENV)/.installed
 
-# the frameworks extra, then verl and OpenRLHF without their pins (vLLM, DeepSpeed, flash-attn, an
+# the frameworks extra, then verl, OpenRLHF and SkyRL's trainer without their pins (vLLM, DeepSpeed, flash-attn, an
 # older transformers): their reward managers and agent executors run on CPU with what the extra has
 $(VENV)/.installed-frameworks: $(VENV)/.installed setup.cfg .ci/constraints.txt
 	$(PY) -m pip install -q -c .ci/constraints.txt -e '.[dev,train,notebook,frameworks,ray]'
-	$(PY) -m pip install -q --no-deps verl==0.9.1 openrlhf==0.11.2
+	$(PY) -m pip install -q --no-deps verl==0.9.1 openrlhf==0.11.2 skyrl==0.3.0
 	touch $@
 
 frameworks: $(VENV)/.installed-frameworks
@@ -56,7 +56,7 @@ image: setup docker
 	$(CLI) sandbox build --bootstrap
 
 test: image browser frameworks real-model toolchains
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # no Docker daemon (pointed at nothing, so a test that needs one skips), no compilers, no trainers
 test-fast: setup
@@ -67,7 +67,7 @@ run: image
 	$(CLI) eval --all --agent reference --agent random
 
 # the tier, and the trainer tests of test_trl_reward.py (skipped by `make test`, which has no trl)
-test-real-model: image real-model
+test-real-model: image frameworks real-model
 	GYM_SYSMATH_REAL_MODEL=1 $(PY) -m pytest -q -s tests/real_model \
 	    tests/test_trl_reward.py::test_grpo_trainer_runs_a_step_with_the_reward \
 	    tests/test_trl_reward.py::test_scoring_error_gets_no_advantage_under_two_reward_functions_only_when_masked

@@ -4,29 +4,23 @@
 reward; a harness failure that survives its replay is raised as verifiers' ``SandboxError``,
 which verifiers' own error boundary keeps as a failed rollout (``sandbox_error``), not a reward.
 
-Most tests drive ``run`` with a scripted player (verifiers' ``interaction`` / ``turn`` / ``trace``
-surface); the last runs the real ``vf-eval`` end to end (its null chat harness, provisioned by
-``uv`` in the subprocess runtime) against a scripted OpenAI-compatible server on localhost."""
+These tests drive ``run`` with a scripted player (verifiers' ``interaction`` / ``turn`` / ``trace``
+surface); ``tests/test_verifiers_defaults.py`` runs the real ``vf-eval`` end to end (its null
+chat harness, provisioned by ``uv`` in the subprocess runtime) against a scripted
+OpenAI-compatible server on localhost, with verifiers' defaults."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import os
-import shutil
-import subprocess
-import sys
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
 
+from gym_sysmath.answers import strip_end_tokens
 from gym_sysmath.envs.csapp import CsappExactEnv
-from gym_sysmath.integrations.episodes import TaskRef
+from gym_sysmath.integrations.episodes import Episode, TaskRef
 from gym_sysmath.sandbox import SandboxError
 
 vf = pytest.importorskip("verifiers.v1", reason="the frameworks extra is not installed")
@@ -45,7 +39,7 @@ class ScriptedPlayer:
     def __init__(self, replies):
         self.replies, self.seen = list(replies), []
         self.trace = type("Trace", (), {})()
-        self.trace.rewards, self.trace.info = {}, {}
+        self.trace.rewards, self.trace.info, self.trace.errors, self.trace.stop_condition = {}, {}, [], None
         self.trace.record_reward = lambda name, value, weight=1.0: self.trace.rewards.__setitem__(name, value)
 
     @contextlib.asynccontextmanager
@@ -65,14 +59,14 @@ class ScriptedPlayer:
 
 
 def make_env(**taskset):
-    config = sysmath_vf.SysmathVfEnvConfig(taskset=sysmath_vf.SysmathTasksetConfig(
-        id="gym-sysmath", env_kwargs=PROCESS, **taskset))
+    taskset.setdefault("env_kwargs", PROCESS)
+    config = sysmath_vf.SysmathVfEnvConfig(taskset=sysmath_vf.SysmathTasksetConfig(id="gym-sysmath", **taskset))
     return load_environment(config)
 
 
 def reference_answer(task) -> str:
     ref = TaskRef.parse(task.data.ref)
-    env = gym.make(ref.env_id, split=ref.split, max_turns=ref.max_turns, **PROCESS)
+    env = gym.make(ref.env_id, split=ref.split, max_turns=ref.max_turns, **{**ref.env_kwargs, **PROCESS})
     try:
         ref.reset(env)
         return env.unwrapped.reference_action()
@@ -99,7 +93,7 @@ def test_tasks_hold_a_reference_never_the_key():
     assert len(tasks) == 3 and len({task.key for task in tasks}) == 3
     for task in tasks:
         ref = TaskRef.parse(task.data.ref)
-        assert set(task.data.ref) == {"env_id", "task_id", "split", "seed", "max_turns"}
+        assert set(task.data.ref) == {"env_id", "task_id", "split", "seed", "max_turns", "env_kwargs", "task_set"}
         probe = gym.make(ref.env_id, split=ref.split, **PROCESS)
         try:
             prompt, _ = ref.reset(probe)
@@ -146,56 +140,29 @@ def test_scoring_error_is_a_failed_rollout_never_a_reward(monkeypatch):
     assert player.trace.rewards == {}
 
 
-class ScriptedChat(BaseHTTPRequestHandler):
-    """``/v1/chat/completions`` (streamed, as the chat harness asks): a python block on the
-    first turn, then the reply ``answers`` maps the task prompt to; every request is kept."""
-
-    answers: dict[str, str] = {}
-    requests: list[dict] = []
-
-    def do_POST(self):
-        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-        self.requests.append(request)
-        users = [m["content"] for m in request["messages"] if m["role"] == "user"]
-        reply = "```python\nprint(6 * 7)\n```" if len(users) == 1 else self.answers.get(users[0], "ANSWER: ?")
-        chunk = {"id": "c", "object": "chat.completion.chunk", "created": int(time.time()), "model": request["model"],
-                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": reply}, "finish_reason": None}]}
-        done = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
-
-    def log_message(self, *args):
-        pass
+def test_tasks_record_the_env_arguments_they_were_made_with_and_episodes_use_them():
+    """``env_kwargs`` (less how the env runs, e.g. the sandbox) and the task set ride each task,
+    so the episode is rebuilt with the same filters the prompt was drawn under."""
+    env = make_env(env_id="LinearAlgebra-v0", split="train", n=2, seed=3, env_kwargs={"difficulty": "easy", **PROCESS})
+    tasks = list(env.taskset)
+    for task in tasks:
+        ref = TaskRef.parse(task.data.ref)
+        assert dict(ref.env_kwargs) == {"difficulty": "easy"} and ref.task_set
+        player = play(env, task, [reference_answer(task)])
+        assert player.trace.rewards == {"sysmath": 1.0} and player.trace.info["verdict"] == "correct"
 
 
-def test_vf_eval_runs_the_taskset_end_to_end(tmp_path):
-    venv_bin = Path(sys.executable).parent
-    if not (venv_bin / "vf-eval").exists() or shutil.which("uv", path=str(venv_bin)) is None:
-        pytest.skip("vf-eval and uv come with the frameworks extra")
-    tasks = list(make_env(env_id="CsappExact-v0", n=2).taskset)
-    ScriptedChat.answers = {tasks[0].data.prompt: reference_answer(tasks[0]), tasks[1].data.prompt: "ANSWER: [7]"}
-    ScriptedChat.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedChat)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+def test_every_reply_is_stepped_without_its_end_of_turn_token():
+    env = make_env(env_id="CsappExact-v0", n=1)
+    [task] = list(env.taskset)
+    episode = Episode(TaskRef.parse(task.data.ref), env_kwargs=PROCESS, own_env=True)
+    ends = ["<|im_end|>", "<\uff5cend\u2581of\u2581sentence\uff5c>"]
+    replies = ["```python\nprint(6 * 7)\n```" + ends[0], reference_answer(task) + ends[1]]
     try:
-        run = subprocess.run(
-            [str(venv_bin / "vf-eval"), "gym-sysmath", "--env.taskset.env-id", "CsappExact-v0", "--env.taskset.n", "2",
-             "--env.taskset.env-kwargs", json.dumps(PROCESS), "-r", "1", "-m", "scripted",
-             "--client.base-url", f"http://127.0.0.1:{server.server_port}/v1", "--client.api-key-var", "SCRIPTED_KEY",
-             "--env.player.runtime.type", "subprocess"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=600,
-            env={**os.environ, "SCRIPTED_KEY": "unused", "PATH": f"{venv_bin}:{os.environ['PATH']}"})
+        episode.reset()
+        player = ScriptedPlayer(replies)
+        asyncio.run(sysmath_vf.play(episode, player, task))
     finally:
-        server.shutdown()
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    [traces] = list(tmp_path.glob("outputs/*/traces.jsonl"))
-    episodes = {json.loads(line)["task"]["data"]["ref"]["task_id"]: json.loads(line) for line in traces.open()}
-    scores = {task_id: (e["ok"], e["traces"][0]["rewards"]["sysmath"]["score"], e["traces"][0]["info"]["verdict"])
-              for task_id, e in episodes.items()}
-    refs = [TaskRef.parse(task.data.ref).task_id for task in tasks]
-    assert scores == {refs[0]: (True, 1.0, "correct"), refs[1]: (True, 0.0, "wrong_answer")}
-    tool_turns = [r["messages"][-1]["content"] for r in ScriptedChat.requests if len(r["messages"]) > 1]
-    assert len(tool_turns) == 2 and all("42" in turn for turn in tool_turns)  # the env's tool output, as the user
+        episode.close()
+    assert episode.actions == [strip_end_tokens(reply) for reply in replies] != replies
+    assert player.trace.rewards == {"sysmath": 1.0}

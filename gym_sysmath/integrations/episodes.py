@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from gym_sysmath.env import SysmathEnv
 
 __all__ = ["CLOSING_ACTION", "RUNTIME_KWARGS", "Episode", "PromptTooLong", "ScoringError", "TaskRef", "chat_prompt",
-           "grade_completion", "prompt_tokens", "require_prompts_fit", "task_kwargs"]
+           "default_turns", "grade_completion", "offered_turns", "prompt_tokens", "require_prompts_fit", "task_kwargs"]
 
 #: Closes an episode still open after a single-turn completion (graded from what it left).
 CLOSING_ACTION = "No further turns: this is my final reply."
@@ -98,7 +98,7 @@ class TaskRef:
                              f"with `gym-sysmath export --format ...` or gym_sysmath.integrations.trl.build_dataset")
         seed, max_turns, task_set = value.get("seed"), value.get("max_turns"), value.get("task_set")
         return cls(str(value["env_id"]), str(value["task_id"]), str(value.get("split") or "eval"),
-                   None if _missing(seed) else int(seed), None if _missing(max_turns) else int(max_turns),
+                   _whole_or_none(seed), _whole_or_none(max_turns),
                    _parse_kwargs(value.get("env_kwargs")), None if _missing(task_set) else str(task_set))
 
     def check_task_set(self, env: gym.Env) -> None:
@@ -132,6 +132,10 @@ class TaskRef:
 def _missing(value: Any) -> bool:
     """``None``, or the NaN a dataframe puts in a column a row lacks."""
     return value is None or (isinstance(value, float) and value != value)
+
+
+def _whole_or_none(value: Any) -> int | None:
+    return None if _missing(value) else int(value)
 
 
 class ScoringError(RuntimeError):
@@ -276,6 +280,30 @@ def grade_completion(ref: TaskRef, completion: str, *, env_kwargs: Mapping[str, 
     if not (terminated or truncated):
         _, reward, _, _, info = episode.step(CLOSING_ACTION)
     return reward, info
+
+
+def default_turns(env_id: str) -> int:
+    """The turns an episode of ``env_id`` gets when ``max_turns`` is not given: its registered
+    arguments' (an alias may fix them), else its env class's ``default_max_turns``."""
+    import importlib
+
+    import gym_sysmath  # noqa: F401  (registers the ids)
+
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as exc:
+        raise ValueError(f"unknown gym-sysmath env id {env_id!r}: {exc}") from exc
+    if spec.kwargs.get("max_turns"):
+        return int(spec.kwargs["max_turns"])
+    if not isinstance(spec.entry_point, str):
+        raise ValueError(f"{env_id}: its entry point is not a gym-sysmath env class")
+    module, _, name = spec.entry_point.partition(":")
+    return int(getattr(importlib.import_module(module), name).default_max_turns)
+
+
+def offered_turns(ref: TaskRef) -> int:
+    """The turns a reference's prompt offers: its own ``max_turns``, else its env's default."""
+    return default_turns(ref.env_id) if ref.max_turns is None else ref.max_turns
 
 
 class PromptTooLong(ValueError):

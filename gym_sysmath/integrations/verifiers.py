@@ -12,23 +12,41 @@ session and its output is the next user turn), and the episode's verdict is the 
 ``sysmath`` (with ``trace.info["verdict"]``). The player's harness is verifiers' ``null``
 chat harness: the code runs in gym-sysmath's sandbox, not in a harness box.
 
-Scoring errors are kept apart the way verifiers keeps rollout failures: a harness failure
-that survives its replay on a fresh container raises ``verifiers.v1.SandboxError`` from
-``run``, so the episode is recorded with the error (``ok`` false, ``sandbox_error``), which
-``vf-eval`` reports and ``--resume`` re-runs, and which never becomes a reward.
+Every reply goes through ``answers.strip_end_tokens`` before ``env.step`` (a model served
+without stripping its end-of-turn token still grades).
+
+Turn caps: verifiers' ``--env.player.max-turns`` defaults to ``None`` (no cap) and the episode
+runs the env's own budget (``--env.taskset.max-turns``, else the family's default), whose last
+turn is graded. A player cap below that budget becomes the episode's budget (the prompt says
+so, and the reply on the capped turn is the graded last turn); a cap below an explicit
+``--env.taskset.max-turns`` is refused when the config is built. An interaction that verifiers
+ends early for any other reason (a token cap, the agent timeout, a ``@stop``) is closed with
+``episodes.CLOSING_ACTION`` and graded from what the episode left, like ``grade_completion``:
+the reward is always the env's verdict (``trace.info["verdict"]``, and ``closed_by`` names the
+stop).
+
+Failures are kept apart the way verifiers keeps them: a rollout verifiers records as failed
+(a model call that broke, the harness program dying) gets no ``sysmath`` reward at all (the
+trace's ``ok`` is false and its error is on it; vf-eval's headline reward is the mean over
+rollouts that did not fail, with the error share beside it); a harness failure that survives
+its replay on a fresh container raises ``verifiers.v1.SandboxError`` from ``run``, so the
+episode is recorded with the error (``ok`` false, ``sandbox_error``), which ``vf-eval``
+reports and ``--resume`` re-runs, and which never becomes a reward.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import Iterator
-from dataclasses import asdict
 from typing import Any, Literal
 
 import verifiers.v1 as vf
+from pydantic import model_validator
 
-from gym_sysmath.integrations.episodes import Episode, ScoringError, TaskRef
+from gym_sysmath.answers import strip_end_tokens
+from gym_sysmath.integrations.episodes import CLOSING_ACTION, Episode, ScoringError, TaskRef, default_turns
 
 __all__ = ["SysmathData", "SysmathTask", "SysmathTaskset", "SysmathTasksetConfig", "SysmathVfEnv",
            "SysmathVfEnvConfig"]
@@ -46,7 +64,8 @@ class SysmathTasksetConfig(vf.TasksetConfig):
     ``seed`` on (unbounded if unset)."""
     seed: int = 0
     max_turns: int | None = None
-    """Turns per episode (the family's default if unset); the prompt says how many."""
+    """Turns per episode (the family's default if unset, or ``--env.player.max-turns`` if that
+    is lower); the prompt says how many."""
     env_kwargs: dict[str, Any] = {}
     """Extra ``gym.make`` arguments, e.g. ``{"sandbox": "docker"}``."""
     retries: int = 1
@@ -55,7 +74,8 @@ class SysmathTasksetConfig(vf.TasksetConfig):
 
 class SysmathData(vf.TaskData):
     ref: dict[str, Any]
-    """The task reference (``TaskRef``): env id, task id, split, seed, max_turns."""
+    """The task reference (``TaskRef.to_json``): env id, task id, split, seed, max_turns, the
+    ``gym.make`` arguments the task was made with (``env_kwargs``) and the task set."""
 
 
 class SysmathTask(vf.Task[SysmathData, vf.State, vf.TaskConfig]):
@@ -85,12 +105,27 @@ class SysmathTaskset(vf.Taskset[SysmathTask, SysmathTasksetConfig]):
             for row in rows:
                 ref = TaskRef.parse({**row, "max_turns": config.max_turns})
                 yield SysmathTask(SysmathData(id=ref.to_json(), name=f"{ref.env_id}/{ref.task_id}",
-                                              prompt=row["prompt"], ref=asdict(ref)),
+                                              prompt=row["prompt"], ref=json.loads(ref.to_json())),
                                   config.task)
 
 
 class SysmathVfEnvConfig(vf.EnvConfig):
     player: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"})
+
+    @model_validator(mode="after")
+    def _one_turn_budget(self) -> SysmathVfEnvConfig:
+        """The player's turn cap and the episode's budget agree, so the capped turn is graded."""
+        taskset, cap = self.taskset, self.player.max_turns
+        if not isinstance(taskset, SysmathTasksetConfig) or cap is None:
+            return self
+        if taskset.max_turns is None:
+            if cap < default_turns(taskset.env_id):
+                taskset.max_turns = cap
+        elif cap < taskset.max_turns:
+            raise ValueError(f"--env.player.max-turns {cap} is below --env.taskset.max-turns {taskset.max_turns}: "
+                             f"verifiers would end the episode before its graded last turn. Set one of them, or "
+                             f"both to the same number")
+        return self
 
 
 class SysmathVfEnv(vf.Env[SysmathVfEnvConfig]):
@@ -106,20 +141,34 @@ class SysmathVfEnv(vf.Env[SysmathVfEnvConfig]):
 
 
 async def play(episode: Episode, player: Any, task: SysmathTask) -> None:
-    """One episode with ``player`` (a verifiers agent): each reply is one ``env.step``."""
+    """One episode with ``player`` (a verifiers agent): each reply is one ``env.step``.
+
+    The reward is the episode's verdict. An interaction verifiers ends while the episode is
+    open is closed with ``CLOSING_ACTION`` (graded from what it left) when it stopped, and
+    gets no reward when it failed (its trace carries the error; ``ok`` is false)."""
     reward = 0.0
     async with player.interaction(task) as interaction:
         segment = await interaction.turn()
         while not segment.terminated:
-            try:
-                observation, reward, terminated, truncated, _ = await asyncio.to_thread(
-                    episode.step, segment.last_reply)
-            except ScoringError as error:
-                raise vf.SandboxError(str(error)) from error
-            if terminated or truncated:
+            reward, observation = await _step(episode, strip_end_tokens(segment.last_reply))
+            if episode.done:
                 break
             segment = await interaction.turn(observation)
-    trace = interaction.trace
-    trace.record_reward("sysmath", reward, 1.0)
-    trace.info["verdict"] = episode.info.get("verdict")
-    trace.info["task_id"] = episode.ref.task_id
+        trace = interaction.trace
+        trace.info["task_id"] = episode.ref.task_id
+        if not episode.done:
+            if trace.errors:  # the rollout failed: verifiers records it as such, never as a score
+                trace.info["verdict"] = None
+                return
+            trace.info["closed_by"] = trace.stop_condition or "the harness ended"
+            reward, _ = await _step(episode, CLOSING_ACTION)
+        trace.record_reward("sysmath", reward, 1.0)
+        trace.info["verdict"] = episode.info.get("verdict")
+
+
+async def _step(episode: Episode, action: str) -> tuple[float, str]:
+    try:
+        observation, reward, _, _, _ = await asyncio.to_thread(episode.step, action)
+    except ScoringError as error:
+        raise vf.SandboxError(str(error)) from error
+    return reward, observation
