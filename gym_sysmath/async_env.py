@@ -16,6 +16,7 @@ cancels an ``await`` whose step is still running in its thread (the next call wa
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import os
 import threading
@@ -76,9 +77,11 @@ def step_pool() -> ThreadPoolExecutor:
 
 
 async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``function(*args, **kwargs)`` on the step pool, awaited without blocking the running loop."""
+    """``function(*args, **kwargs)`` on the step pool, awaited without blocking the running loop
+    (in a copy of the caller's context, as ``asyncio.to_thread`` runs it)."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(step_pool(), functools.partial(function, *args, **kwargs))
+    context = contextvars.copy_context()
+    return await loop.run_in_executor(step_pool(), functools.partial(context.run, function, *args, **kwargs))
 
 
 class AsyncSysmathEnv:

@@ -125,8 +125,12 @@ SLOW_TESTS = (
     "tests/test_eval_llm.py::",  # a browser, SIGINT to a subprocess, a server that replies late
     # the framework integrations: importing torch, transformers, TRL, verl, Ray... takes seconds
     "tests/test_verifiers.py::",
+    "tests/test_verifiers_defaults.py::",
+    "tests/test_verl_readme.py::",
+    "tests/test_task_refs.py::test_export_system_prompt",  # parquet: pandas, from the frameworks extra
     "tests/test_verl.py::",
     "tests/test_openrlhf.py::",
+    "tests/test_openrlhf_defaults.py::",
     "tests/test_skyrl.py::",
     "tests/test_sb3.py::",
     "tests/test_trl_reward.py::",

@@ -94,7 +94,7 @@ def test_the_prompts_own_answer_example_is_never_graded(rows):
     follows it is the response."""
     query = prompt_text(rows[0]) + "ANSWER: [1]<|im_end|>"
     assert sysmath_openrlhf.response_text(query, prompt_text(rows[0])) == "ANSWER: [1]"
-    with pytest.raises(ValueError, match="does not contain its prompt"):
+    with pytest.raises(ValueError, match="holds neither the prompt nor its last characters"):
         sysmath_openrlhf.response_text("something else", prompt_text(rows[0]))
 
 

@@ -36,7 +36,6 @@ reports and ``--resume`` re-runs, and which never becomes a reward.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 from collections.abc import Iterator
@@ -46,6 +45,7 @@ import verifiers.v1 as vf
 from pydantic import model_validator
 
 from gym_sysmath.answers import strip_end_tokens
+from gym_sysmath.async_env import run_blocking
 from gym_sysmath.integrations.episodes import CLOSING_ACTION, Episode, ScoringError, TaskRef, default_turns
 
 __all__ = ["SysmathData", "SysmathTask", "SysmathTaskset", "SysmathTasksetConfig", "SysmathVfEnv",
@@ -134,10 +134,10 @@ class SysmathVfEnv(vf.Env[SysmathVfEnvConfig]):
         episode = Episode(TaskRef.parse(task.data.ref), env_kwargs=config.env_kwargs, retries=config.retries,
                           own_env=True)
         try:
-            await asyncio.to_thread(episode.reset)
+            await run_blocking(episode.reset)
             await play(episode, agents.player, task)
         finally:
-            await asyncio.to_thread(episode.close)
+            await run_blocking(episode.close)
 
 
 async def play(episode: Episode, player: Any, task: SysmathTask) -> None:
@@ -168,7 +168,7 @@ async def play(episode: Episode, player: Any, task: SysmathTask) -> None:
 
 async def _step(episode: Episode, action: str) -> tuple[float, str]:
     try:
-        observation, reward, _, _, _ = await asyncio.to_thread(episode.step, action)
+        observation, reward, _, _, _ = await run_blocking(episode.step, action)
     except ScoringError as error:
         raise vf.SandboxError(str(error)) from error
     return reward, observation
