@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import atexit
 import inspect
+import json
 import re
 import threading
 import weakref
@@ -56,7 +57,7 @@ import gymnasium as gym
 
 from gym_sysmath.env import core_env
 from gym_sysmath.evaluation import choose_tasks, sample_seed
-from gym_sysmath.integrations.episodes import CLOSING_ACTION, TaskRef
+from gym_sysmath.integrations.episodes import CLOSING_ACTION, TaskRef, task_kwargs
 
 __all__ = ["Graded", "SysmathReward", "SysmathToolEnv", "build_dataset", "close_tool_envs", "completion_text"]
 
@@ -401,7 +402,8 @@ atexit.register(close_tool_envs)
 def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, seed: int = 0,
                   conversational: bool = False, system_prompt: str | None = None, max_turns: int | None = 1,
                   env_kwargs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Rows ``{"prompt", "task_id", "env_id", "split", "seed"}`` for ``datasets.Dataset.from_list``.
+    """Rows ``{"prompt", "task_id", "env_id", "split", "seed", "env_kwargs", "task_set"}`` for
+    ``datasets.Dataset.from_list``.
 
     The rows are ``gym-sysmath export``'s (same tasks, order, prompts and ``seed`` column), so
     either feeds ``SysmathReward``. ``split="eval"``: the env's fixed tasks in stable order (the
@@ -410,11 +412,16 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
     ``seed``, ``seed + 1``, ..., recorded so the reward replays the same draw. ``conversational`` makes
     the prompt a message list (with ``system_prompt`` first if given). Answers are never
     written. Use the same ``max_turns`` (None: the family's default) and ``env_kwargs`` as the
-    ``SysmathReward``.
+    ``SysmathReward``. Each row records what grading needs besides: ``env_kwargs`` (JSON text:
+    the arguments above less how the env runs, ``episodes.RUNTIME_KWARGS``) and ``task_set``
+    (``families.task_set``: another install's task set refuses the row rather than mis-grade it).
     """
     import gym_sysmath  # noqa: F401  (registers the ids)
+    from gym_sysmath.families import task_set as installed_task_set
 
     env = gym.make(env_id, split=split, max_turns=max_turns, **dict(env_kwargs or {}))
+    recorded = json.dumps(task_kwargs(env_kwargs), sort_keys=True)
+    task_set = installed_task_set(core_env(env).family)
     try:
         if split == "train":
             if n is None:
@@ -431,7 +438,7 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
                 messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
                 prompt = [*messages, {"role": "user", "content": prompt}]
             rows.append({"prompt": prompt, "task_id": info["task_id"], "env_id": env_id, "split": split,
-                         "seed": row_seed})
+                         "seed": row_seed, "env_kwargs": recorded, "task_set": task_set})
         return rows
     finally:
         env.close()
