@@ -120,6 +120,7 @@ class CompGeomEnv(SysmathEnv):
     | `sandbox` | `str` | `"docker"` | `"docker"` or `"process"` |
     | `pool_size` | `Optional[int]` | `None` | cap on live containers (None: one per live env plus spares) |
     | `render_mode` | `Optional[str]` | `None` | `"ansi"`: the transcript as text |
+    | `code_via` | `str` | `"fence"` | `"tool"`: code runs only through `run_code`, every reply is final |
     | `limits` | `Optional[Limits]` | 10 s wall, 5 s CPU, 2 GiB | limits of each candidate run |
 
     - `split`: `"eval"` (default: the 39 tasks, graded on their fixed hidden cases) or `"train"`:
@@ -138,6 +139,9 @@ class CompGeomEnv(SysmathEnv):
       the counted program's reach.
     - `measure_performance`: report `info["performance_score"]` for correct submissions even
       when the weight is 0 (costs one counted run, and two more per task the first time).
+    - `code_via`: `"fence"` (a reply's code block is a test run) or `"tool"`: the prompt describes
+      a `run_code` tool, `env.unwrapped.run_code(code)` builds and tests a candidate (at most
+      `max_turns - 1` times), and every reply sent to `step` submits, graded as the last turn is.
     - `sandbox`: `"docker"` (default) or `"process"`.
     - `limits`: a `gym_sysmath.sandbox.Limits` for each run of the candidate (default 10 s wall,
       5 s CPU, 2 GiB); the build keeps its own, larger limits.
@@ -168,7 +172,7 @@ class CompGeomEnv(SysmathEnv):
                  primitives: Sequence[str] | None = None, max_turns: int | None = None,
                  performance_weight: float = 0.0, measure_performance: bool = False, sandbox: str = "docker",
                  pool_size: int | None = None, limits: Limits | None = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, code_via: str = "fence"):
         if performance_weight < 0:
             raise ValueError(f"performance_weight must be >= 0, got {performance_weight}")
         if performance_weight > 0 and not PERFORMANCE_REWARD_SAFE:
@@ -186,7 +190,7 @@ class CompGeomEnv(SysmathEnv):
         self._stdin_cache: dict[tuple[str, str], str] = {}
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
                          limits=limits, render_mode=render_mode,
-                         filters={"primitives": primitives, "languages": languages})
+                         filters={"primitives": primitives, "languages": languages}, code_via=code_via)
 
     def _eval_ids(self) -> tuple[str, ...]:
         return tuple(self._tasks)
@@ -207,7 +211,7 @@ class CompGeomEnv(SysmathEnv):
         self._hidden = (train_cases(chosen.primitive, self.np_random, chosen.public_cases)
                         if self.split == "train" else chosen.hidden_cases)
         self._stdin_cache.pop((chosen.task_id, "train"), None)
-        statement = compgeom.prompt_for(chosen, self.max_turns, self.performance_weight)
+        statement = compgeom.prompt_for(chosen, self.max_turns, self.performance_weight, self.code_via)
         return Task(chosen.task_id, self.family, statement, None,
                     {"primitive": chosen.primitive, "language": chosen.language, "split": self.split})
 

@@ -197,6 +197,7 @@ class CsappExactEnv(SysmathEnv):
     | `sandbox` | `str` | `"docker"` | `"docker"` or `"process"` |
     | `pool_size` | `Optional[int]` | `None` | cap on live containers (None: one per live env plus spares) |
     | `render_mode` | `Optional[str]` | `None` | `"ansi"`: the transcript as text |
+    | `code_via` | `str` | `"fence"` | `"tool"`: code runs only through `run_code`, every reply is final |
     | `limits` | `Optional[Limits]` | 20 s wall per turn | limits of each tool turn |
 
     - `split`: `"eval"` (the fixed set, default) or `"train"` (fresh procedural variants; for
@@ -205,6 +206,10 @@ class CsappExactEnv(SysmathEnv):
     - `difficulty`: restrict tasks to this level (a reset option may narrow, not widen, the filters).
     - `max_turns`: tool turns allowed (default 5).
     - `tasks_path`: a forked task file to load instead of the shipped one.
+    - `code_via`: `"fence"` (a reply's ```python block is a tool turn) or `"tool"`, for trainers
+      that offer function tools (TRL's `environment_factory`): the prompt describes a `run_code`
+      tool, `env.unwrapped.run_code(code)` runs a tool turn (at most `max_turns - 1`), and every
+      reply sent to `step` is final, graded as the last turn is.
     - `sandbox`: `"docker"` (default) or `"process"` (opt-in, weaker isolation).
     - `limits`: a `gym_sysmath.sandbox.Limits` for each tool turn (default: 20 s wall clock; the
       session's CPU is capped over its whole life).
@@ -227,12 +232,12 @@ class CsappExactEnv(SysmathEnv):
     def __init__(self, *, split: str = "eval", categories: tuple[str, ...] | list[str] | None = None,
                  max_turns: int | None = None, tasks_path: str | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, limits: Limits | None = None,
-                 render_mode: str | None = None, difficulty: str | None = None):
+                 render_mode: str | None = None, difficulty: str | None = None, code_via: str = "fence"):
         self._tasks = {task.task_id: task for task in csapp.load_tasks(tasks_path)}
         self._current: csapp.CsappTask | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
                          limits=limits, render_mode=render_mode,
-                         filters={"categories": categories, "difficulty": difficulty})
+                         filters={"categories": categories, "difficulty": difficulty}, code_via=code_via)
         self.categories: tuple[str, ...] | None = self.applied_filters.get("categories")
         self.difficulty: str | None = self.applied_filters.get("difficulty", (None,))[0]
 
@@ -269,6 +274,18 @@ class CsappExactEnv(SysmathEnv):
                 "holding the JSON list, outside any code block. (A reply without an ANSWER line is graded by "
                 "the list its ```python block leaves in a variable named `result`; that Python runs without a "
                 "C compiler, assembler or linker.)"
+            )
+        if self.code_via == "tool":
+            return (
+                f"{task.instruction}\n\n"
+                f"You may call the `run_code` tool up to {self.max_turns - 1} times: it runs its `code` in a "
+                "persistent Python session and returns the output; the session runs Python only, without a C "
+                "compiler, assembler or linker (work things out with Python itself: struct, math). Your first "
+                "reply without a tool call is final and graded: end it with a line\n"
+                "ANSWER: [ ... ]\n"
+                "holding the JSON list, outside any code block; or leave the list in a variable named `result` "
+                "(with run_code) and give no ANSWER line. (Code blocks in replies are not tools: in the final "
+                "reply, a ```python block without an ANSWER line runs once, then `result` is read.)"
             )
         return (
             f"{task.instruction}\n\n"

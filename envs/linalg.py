@@ -65,11 +65,15 @@ class LinearAlgebraEnv(SysmathEnv):
     | `sandbox` | `str` | `"docker"` | `"docker"` or `"process"` (tool turns only) |
     | `pool_size` | `Optional[int]` | `None` | cap on live containers (None: one per live env plus spares) |
     | `render_mode` | `Optional[str]` | `None` | `"ansi"`: the transcript as text |
+    | `code_via` | `str` | `"fence"` | `"tool"`: code runs only through `run_code`, every reply is final |
     | `limits` | `Optional[Limits]` | 20 s wall per turn | limits of each tool turn |
 
     - `split`: `"eval"` (default, the fixed 78) or `"train"` (unlimited seeded problems).
     - `difficulty`, `topics`: filters (above, Starting State).
     - `max_turns`: 1 (default) disables tool turns.
+    - `code_via`: `"fence"` (a reply's ```python block is a tool turn) or `"tool"`: the prompt
+      describes a `run_code` tool, `env.unwrapped.run_code(code)` runs a tool turn (at most
+      `max_turns - 1`), and every reply sent to `step` is final, graded as the last turn is.
     - `sandbox`: backend for tool turns.
     - `limits`: a `gym_sysmath.sandbox.Limits` for each tool turn (default: 20 s wall clock; the
       session's CPU is capped over its whole life).
@@ -93,11 +97,12 @@ class LinearAlgebraEnv(SysmathEnv):
     def __init__(self, *, split: str = "eval", difficulty: str | None = None,
                  topics: Sequence[str] | None = None, max_turns: int | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, limits: Limits | None = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, code_via: str = "fence"):
         self._all = {p.problem_id: p for p in linalg.load_problems()}
         self._problem: linalg.LinalgProblem | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
-                         limits=limits, render_mode=render_mode, filters={"difficulty": difficulty, "topics": topics})
+                         limits=limits, render_mode=render_mode, filters={"difficulty": difficulty, "topics": topics},
+                         code_via=code_via)
         self.difficulty: str | None = self.applied_filters.get("difficulty", (None,))[0]
         self.topics: tuple[str, ...] | None = self.applied_filters.get("topics")
 
@@ -124,7 +129,11 @@ class LinearAlgebraEnv(SysmathEnv):
             problem = self._all[self._eval_task_for_reset(options, wanted)]
         self._problem = problem
         prompt = problem.prompt
-        if self.max_turns > 1:
+        if self.max_turns > 1 and self.code_via == "tool":
+            prompt += (f"\n\nYou may run Python (numpy and sympy available) by calling the `run_code` tool, up to "
+                       f"{self.max_turns - 1} times (a persistent session; it returns the output). Your first reply "
+                       f"without a tool call is final and must hold the ANSWER line (code in it is not run).")
+        elif self.max_turns > 1:
             prompt += (f"\n\nYou may run Python (numpy and sympy available) by replying with a ```python "
                        f"block, up to {self.max_turns - 1} times; your final reply must hold the ANSWER line.")
         return Task(problem.problem_id, self.family, prompt, problem.answer,

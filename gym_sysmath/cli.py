@@ -109,7 +109,8 @@ def _export(args: argparse.Namespace) -> int:
             for task_id, seed in plan:
                 prompt, info = env.reset(seed=seed, options={"task_id": task_id} if task_id else None)
                 record = {"env_id": args.env_id, "task_id": info["task_id"], "split": args.split, "seed": seed,
-                          "env_kwargs": recorded, "task_set": task_set(core.family),
+                          "max_turns": core.max_turns, "env_kwargs": json.dumps(recorded, sort_keys=True),
+                          "task_set": task_set(core.family),
                           "prompt": chat_prompt(prompt, args.system_prompt) if args.system_prompt else prompt,
                           "metadata": {key: value for key, value in info.items() if key not in BASE_INFO_KEYS}}
                 if args.with_answers:

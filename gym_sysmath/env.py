@@ -9,6 +9,7 @@ into a ``scoring_error`` that truncates the episode instead of masquerading as a
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -25,6 +26,7 @@ from gym_sysmath.actions import (
     read_reply,
     to_observation,
 )
+from gym_sysmath.fences import Block
 from gym_sysmath.filters import TaskFilter
 from gym_sysmath.sandbox import (
     SESSION_LIMITS,
@@ -42,6 +44,8 @@ from gym_sysmath.verdicts import Grade, Verdict
 
 #: The ``info`` fields every step and reset carry, whatever the family.
 INFO_KEYS = ("task_id", "family", "turn", "verdict", "correct", "scoring_error")
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate is not text: run_code runs it as U+FFFD
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,11 @@ def format_tool_output(result: ExecutionResult, turn: int, max_turns: int, resta
 
 ROLES = {"prompt": "user", "action": "assistant", "observation": "user"}
 
+#: How an episode's code runs (``gym.make(..., code_via=...)``): ``"fence"``, a reply holding a
+#: code block is a tool turn; ``"tool"``, code runs only through the env's ``run_code`` (a
+#: trainer's function tool, e.g. TRL's ``environment_factory``) and every reply is final.
+CODE_VIA = ("fence", "tool")
+
 
 class SysmathEnv(gym.Env[str, str]):
     """Base of all gym-sysmath environments (see each family's docstring for the manual)."""
@@ -121,7 +130,9 @@ class SysmathEnv(gym.Env[str, str]):
 
     def __init__(self, *, split: str = "eval", max_turns: int | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, limits: Limits | None = None, render_mode: str | None = None,
-                 filters: Mapping[str, Any] | None = None):
+                 filters: Mapping[str, Any] | None = None, code_via: str = "fence"):
+        if code_via not in CODE_VIA:
+            raise ValueError(f"code_via must be one of {CODE_VIA}, got {code_via!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         if split not in self.splits:
@@ -131,6 +142,7 @@ class SysmathEnv(gym.Env[str, str]):
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
         self.split = split
         self.max_turns = int(max_turns)
+        self.code_via = code_via
         self.render_mode = render_mode
         self.observation_space = text_space(MAX_OBSERVATION_CHARS)
         self.action_space = text_space(MAX_ACTION_CHARS)
@@ -392,7 +404,7 @@ class SysmathEnv(gym.Env[str, str]):
         reply = read_reply(action, self._languages())
         read = reply.describe(self.reads_answers)
         kind = reply.kind(self.reads_answers)
-        last = self.turn >= self.max_turns
+        last = self.turn >= self.max_turns or self.code_via == "tool"  # with the tool, every reply is final
         try:
             if kind in ("answer", "final"):
                 how = "graded by its ANSWER line" if kind == "answer" else "a final reply"
@@ -400,7 +412,8 @@ class SysmathEnv(gym.Env[str, str]):
                     how += "; its code was not run"
                 outcome: ToolTurn | Grade = self._grade_final(reply)
             elif last:
-                how = f"the last turn ({self.turn} of {self.max_turns})"
+                how = (f"the last turn ({self.turn} of {self.max_turns})" if self.code_via == "fence" else
+                       "the final reply (code_via='tool': a reply is graded as the last turn is)")
                 outcome = self._grade_last_turn(reply)
             elif kind == "cut":
                 how = "cut off inside a fence: nothing ran, the turn counts"
@@ -427,6 +440,51 @@ class SysmathEnv(gym.Env[str, str]):
             info.update(outcome.info)
             return observation, 0.0, False, False, info
         return self._finish(outcome, f"{read}: {how}")
+
+    def run_code(self, code: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One call of the ``run_code`` tool (``code_via="tool"``): ``code`` runs as a code block
+        of the task's language runs on a tool turn (CsappExact and LinearAlgebra: the episode's
+        Python session; CompGeom: the candidate, built and run on the public cases). Returns
+        ``step``'s five values; the observation is the tool's output.
+
+        A call is a turn; the last turn is the final reply (``step``), so calls past
+        ``max_turns - 1`` run nothing, say so and count nothing. A harness failure truncates
+        the episode with a ``scoring_error``, as in ``step``.
+        """
+        if self.code_via != "tool":
+            raise RuntimeError("run_code is the tool of an env made with code_via='tool'; this one runs the code "
+                               "blocks of the replies sent to step()")
+        if self.task is None or self._done:
+            raise ResetNeeded("call reset() before run_code(): the episode is over or has not started")
+        info = self._base_info(verdict=None, scoring_error=None)
+        if self.turn >= self.max_turns - 1:
+            info["detail"] = "a run_code call past the episode's calls: nothing ran, no turn counted"
+            observation = (f"Not run: this episode allows {self.max_turns - 1} run_code call(s), all used. Reply "
+                           f"without a tool call: that reply is graded.")
+            return observation, 0.0, False, False, info
+        self.turn += 1
+        language = self._languages()[0]
+        problem = check_action_text(code, self.action_space.max_length)
+        self._transcript.append(("action", f"[run_code]\n{code if isinstance(code, str) else repr(code)}"))
+        if problem:
+            text = f"Not run: the code {problem.removeprefix('the action ')}.\n[turn {self.turn} of {self.max_turns}]"
+            info["detail"] = f"a run_code call that could not be read: {problem}"
+        else:
+            body, surrogates = _SURROGATE.subn("\ufffd", code if code.endswith("\n") else code + "\n")
+            block = Block(language, language, body, 0, 0, surrogates=surrogates)
+            reply = Reply(f"```{language}\n{body}```", (), (block,), None, self._languages())
+            try:
+                outcome = self._tool_turn(reply)
+            except SandboxError as error:
+                return self._finish_with_scoring_error(error)
+            if isinstance(outcome, Grade):  # a family whose code turn ends the episode
+                return self._finish(outcome, f"a run_code call ({language})")
+            text = "\n".join([outcome.observation, *reply.notes()])
+            info["detail"] = f"a run_code call: ran it as a {language} tool turn"
+            info.update(outcome.info)
+        observation = to_observation(text, self.observation_space.max_length)
+        self._transcript.append(("observation", observation))
+        return observation, 0.0, False, False, info
 
     def _cut_message(self, reply: Reply) -> str:
         assert reply.cut is not None

@@ -352,7 +352,8 @@ def test_export_omits_answers_unless_flagged(tmp_path, env_id):
     rows, keyed = read_jsonl(plain), read_jsonl(answered)
     assert [r["task_id"] for r in rows] == [r["task_id"] for r in keyed]
     assert len(rows) == 4 and all(r["prompt"] and r["env_id"] == env_id for r in rows)
-    assert all(set(r) == {"env_id", "task_id", "split", "seed", "env_kwargs", "task_set", "prompt", "metadata"}
+    assert all(set(r) == {"env_id", "task_id", "split", "seed", "max_turns", "env_kwargs", "task_set", "prompt",
+                       "metadata"}
                for r in rows)
     assert all("answer" in r and "reference_action" in r for r in keyed)
     assert all(r["reference_action"] not in json.dumps(rows) for r in keyed)

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:sandbox='process'")  # an answer
 
 #: Constructor arguments that are settings, not filters. A new keyword argument of a family's env
 #: must be declared in its ``filters`` or added here, so no filter can slip past this file.
-SETTINGS = frozenset({"split", "max_turns", "sandbox", "pool_size", "limits", "render_mode", "tasks_path",
+SETTINGS = frozenset({"split", "max_turns", "code_via", "sandbox", "pool_size", "limits", "render_mode", "tasks_path",
                       "performance_weight", "measure_performance",
                       "filters"})  # the base class's own argument, which a family's filters are passed through
 

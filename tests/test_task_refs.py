@@ -88,7 +88,7 @@ def test_a_row_from_another_task_set_is_refused_not_graded(env_id):
     (row,) = build_dataset(env_id, n=1, env_kwargs=PROCESS)
     ref = TaskRef.parse({**row, "max_turns": 1})
     other = dataclasses.replace(ref, task_set=ref.task_set[:-4] + "0000")
-    with pytest.raises(ValueError, match="task set .* Export the dataset again"):
+    with pytest.raises(ValueError, match=r"task set .* Export the dataset again"):
         grade_completion(other, "ANSWER: 1", env_kwargs=PROCESS)
 
 
@@ -120,8 +120,8 @@ def test_export_system_prompt_comes_first_and_rows_carry_what_grading_needs(tmp_
 
         frame = pd.read_parquet(out)
         prompts = [list(p) for p in frame["prompt"]]
-        truth = {"verl": lambda r: r["reward_model"]["ground_truth"], "skyrl": lambda r: r["reward_spec"]["ground_truth"],
-                 "openrlhf": lambda r: r["label"]}[fmt]
+        truth = {"verl": lambda r: r["reward_model"]["ground_truth"],
+                 "skyrl": lambda r: r["reward_spec"]["ground_truth"], "openrlhf": lambda r: r["label"]}[fmt]
         refs = [TaskRef.parse(truth(r)) for r in frame.to_dict("records")]
     assert all(p[0] == {"role": "system", "content": "Think step by step."} and p[1]["role"] == "user"
                for p in prompts)
@@ -142,3 +142,13 @@ def test_every_id_exports_rows_with_a_task_set():
     for env_id in env_ids():
         (row,) = build_dataset(env_id, n=1, env_kwargs=PROCESS)
         assert row["task_set"] == task_set(family_of(env_id).name)
+
+
+def test_rows_that_promise_the_run_code_tool_are_refused_where_no_such_tool_runs():
+    """Tool-mode prompts describe TRL's run_code tool; verl, OpenRLHF, SkyRL and verifiers grade
+    through ``Episode``, where no such tool exists, so the row is refused rather than scored 0."""
+    (row,) = build_dataset("LinearAlgebra-v0", n=1, max_turns=3, env_kwargs={**PROCESS, "code_via": "tool"})
+    ref = TaskRef.parse(row)
+    assert ref.env_kwargs == {"code_via": "tool"} and ref.max_turns == 3
+    with pytest.raises(ValueError, match="run_code tool"):
+        grade_completion(ref, "ANSWER: 1", env_kwargs=PROCESS)

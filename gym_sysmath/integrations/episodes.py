@@ -191,6 +191,10 @@ class Episode:
         self.retries = retries
         max_turns = ref.max_turns if max_turns is None else max_turns
         self._env_args = (ref.env_id, ref.split, max_turns, {**ref.env_kwargs, **dict(env_kwargs or {})})
+        if self._env_args[3].get("code_via", "fence") != "fence":
+            raise ValueError(f"{ref.env_id} task {ref.task_id!r} was made with code_via="
+                             f"{self._env_args[3]['code_via']!r}: its prompt promises a run_code tool, which only "
+                             f"TRL's SysmathToolEnv offers; export the rows without code_via for this trainer")
         self._own_env = own_env
         self._env: gym.Env | None = None
         self.actions: list[str] = []

@@ -9,9 +9,12 @@ TRL calls a reward function as ``f(prompts=..., completions=..., completion_ids=
 where every extra dataset column arrives as a list, one entry per completion. The columns this
 adapter reads are the ones ``build_dataset`` and ``gym-sysmath export`` write, with the same
 meaning: ``task_id``, ``env_id``, ``split`` and ``seed`` (the reset seed; an eval task is found by
-its id, a train draw is replayed from its seed and checked against its id). Completions may be
+its id, a train draw is replayed from its seed and checked against its id), and, where present,
+``env_kwargs`` (the ``gym.make`` arguments the prompt was made with, under this reward's own),
+``task_set`` (refused when it is not the installed one) and ``max_turns``. Completions may be
 strings or conversational message lists (the last assistant message is the action; content
-given as a list of text parts is joined).
+given as a list of text parts is joined); trailing end-of-turn tokens (``<|im_end|>``,
+``</s>``, DeepSeek's full-width ones...) are stripped by ``gym_sysmath.answers.strip_end_tokens``.
 
 Scoring errors (the grading harness failed, not the model) are kept apart from wrong answers:
 such a sample's reward is ``None`` and it is listed in ``last_scoring_errors``. TRL documents
@@ -27,17 +30,30 @@ is trained on as a wrong answer. ``reward.mask(other)`` wraps the other function
 ``None`` wherever this reward found a scoring error in the same batch: list ``reward`` first in
 ``reward_funcs``, then ``reward.mask(other)``.
 
-Multi-turn (the Python tool turns): ``SysmathToolEnv`` is an ``environment_factory`` for
-``GRPOTrainer``. Each rollout resets it to its row's task, the model calls its ``run_code``
-tool (a tool turn of the real env, in the episode's own sandbox session), and ``SysmathReward``,
-which TRL hands the rollouts' environments, grades the final assistant message in that same
-episode.
+Multi-turn (tool turns): under TRL only function-tool calls run, never a fenced block in a
+reply, so the rows must be made with ``env_kwargs={"code_via": "tool"}``: their prompts
+describe the ``run_code`` tool and say that the first reply without a tool call is final.
+``SysmathToolEnv`` is the ``environment_factory``: each rollout resets it to its row's task
+(with the row's ``env_kwargs``), the model's ``run_code`` calls are tool turns of the real env
+in the episode's own sandbox session, and ``SysmathReward``, which TRL hands the rollouts'
+environments, grades the final assistant message in that same episode as the family grades a
+last turn (a fenced block in it: CsappExact runs it and reads ``result``, CompGeom submits it,
+LinearAlgebra reads only the ANSWER line). A rollout that ends on a call TRL did not run (its
+``max_tool_calling_iterations``, or an output past ``max_completion_length``) is graded the same
+way and counted in ``sysmath/unrun_tool_calls``. A row whose prompt was not made that way is refused
+at ``reset`` (its prompt would promise fenced code runs that never happen), and a tool-mode row
+graded without its environment is refused too (its prompt promised a tool).
 
 Without environments, each completion is a whole episode. Envs are made with ``max_turns=1`` by default, so a
 completion holding a ```python block is the last turn: CsappExact runs it and grades the list
 left in ``result``; LinearAlgebra grades its ANSWER line. With a larger ``max_turns`` an
 episode still open after the completion is closed by one final action without an ANSWER line
 (graded from the session's ``result`` where the family supports it).
+
+Prompt length: ``GRPOConfig`` (TRL 1.16) has no ``max_prompt_length`` and cuts no prompt;
+``max_completion_length`` (512 by default) bounds a whole multi-turn rollout, tool outputs
+included. On a CPU, ``cpu_training_args()`` gives the ``GRPOConfig`` settings for this machine
+(TRL defaults ``bf16=True`` and ``gradient_checkpointing=True``, slow where bf16 is emulated).
 """
 
 from __future__ import annotations
@@ -45,24 +61,29 @@ from __future__ import annotations
 import atexit
 import inspect
 import json
-import re
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
 
+from gym_sysmath.answers import strip_end_tokens
 from gym_sysmath.env import core_env
 from gym_sysmath.evaluation import choose_tasks, sample_seed
 from gym_sysmath.integrations.episodes import CLOSING_ACTION, TaskRef, task_kwargs
 
-__all__ = ["Graded", "SysmathReward", "SysmathToolEnv", "build_dataset", "close_tool_envs", "completion_text"]
+__all__ = ["Graded", "SysmathReward", "SysmathToolEnv", "build_dataset", "close_tool_envs", "completion_text",
+           "cpu_has_native_bf16", "cpu_training_args"]
 
 #: What a TRL reward function returns for a batch: one reward per completion, None to drop it.
 Rewards = Sequence[float | None]
+
+#: How to make rows for ``SysmathToolEnv``: ``build_dataset(..., env_kwargs=TOOL_MODE, max_turns=...)``.
+TOOL_MODE = {"code_via": "tool"}
 
 
 @dataclass(frozen=True)
@@ -88,12 +109,7 @@ def _content_text(content: Any) -> str | None:
     return None
 
 
-def completion_text(completion: Any) -> Any:
-    """The action text of a TRL completion: a string as is, else the last assistant message.
-
-    Anything that is not recognisably text is returned unchanged, so the env grades it as the
-    ``format_error`` its contract gives a non-string action.
-    """
+def _message_text(completion: Any) -> Any:
     if isinstance(completion, str):
         return completion
     if isinstance(completion, Mapping):
@@ -108,6 +124,17 @@ def completion_text(completion: Any) -> Any:
     return completion
 
 
+def completion_text(completion: Any) -> Any:
+    """The action text of a TRL completion: a string, else the last assistant message, without
+    the end-of-turn tokens a chat template leaves at its end (``answers.strip_end_tokens``).
+
+    Anything that is not recognisably text is returned unchanged, so the env grades it as the
+    ``format_error`` its contract gives a non-string action.
+    """
+    text = _message_text(completion)
+    return strip_end_tokens(text) if isinstance(text, str) else text
+
+
 def _column(kwargs: Mapping[str, Any], name: str, size: int, default: Any) -> list[Any]:
     values = kwargs.get(name)
     if values is None:
@@ -118,12 +145,12 @@ def _column(kwargs: Mapping[str, Any], name: str, size: int, default: Any) -> li
     return values
 
 
-def _reset_to(env: gym.Env, env_id: str, task_id: str, split: str, seed: int | None) -> tuple[str, dict[str, Any]]:
-    """Reset ``env`` to a row's task by the one rule every adapter uses (``TaskRef.reset``: an
-    eval task by its id, a train draw by its seed, checked against the id); a negative seed is
-    none."""
-    seed = None if seed is None or seed < 0 else int(seed)
-    return TaskRef(env_id, task_id, split, seed).reset(env)
+def _row_ref(row: Mapping[str, Any]) -> TaskRef:
+    """A row's task reference (``TaskRef.parse``); a negative seed is none."""
+    seed = row.get("seed")
+    if isinstance(seed, int) and seed < 0:
+        row = {**row, "seed": None}
+    return TaskRef.parse(row)
 
 
 def _make_kwargs(env_id: str, env_kwargs: Mapping[str, Any],
@@ -131,14 +158,21 @@ def _make_kwargs(env_id: str, env_kwargs: Mapping[str, Any],
     return {**env_kwargs, **dict(env_kwargs_by_id.get(env_id, {}))}
 
 
+def _tool_mode_refusal(ref: TaskRef) -> str:
+    return (f"{ref.env_id} task {ref.task_id!r}: this row was made with code_via='tool', so its prompt describes a "
+            f"run_code tool, but it is graded without a SysmathToolEnv: the model was promised a tool it never had. "
+            f"Train with GRPOTrainer(environment_factory=SysmathToolEnv), or make the rows without code_via='tool'")
+
+
 class SysmathReward:
     """``reward_fn(prompts, completions, **columns) -> list[float | None]`` backed by real envs.
 
     Arguments: ``env_id`` (used when a sample has no ``env_id`` column), ``env_kwargs`` (passed
-    to ``gym.make`` for every id, e.g. ``{"sandbox": "process"}``), ``env_kwargs_by_id`` (per
-    id, over ``env_kwargs``: one reward for families with different filters, such as
-    ``{"CsappExact-v0": {"categories": ["floats"]}, "LinearAlgebra-v0": {"topics": ["rank"]}}``;
-    both must match what ``build_dataset`` used), ``max_turns`` (1: a completion is one final
+    to ``gym.make`` for every id, over a row's own ``env_kwargs`` column, e.g. ``{"sandbox":
+    "process"}``), ``env_kwargs_by_id`` (per id, over ``env_kwargs``: one reward for families
+    with different filters, such as ``{"CsappExact-v0": {"categories": ["floats"]},
+    "LinearAlgebra-v0": {"topics": ["rank"]}}``; both must match what ``build_dataset`` used),
+    ``max_turns`` (None: a row's ``max_turns`` column, else 1, so a completion is one final
     action), ``concurrency`` (threads grading at once, each with its own envs on the shared
     sandbox pool), ``scoring_error_reward`` (what a scoring error returns; ``None`` by default,
     see the module docstring).
@@ -149,7 +183,7 @@ class SysmathReward:
 
     def __init__(self, env_id: str | None = None, *, env_kwargs: Mapping[str, Any] | None = None,
                  env_kwargs_by_id: Mapping[str, Mapping[str, Any]] | None = None,
-                 max_turns: int = 1, concurrency: int = 1, scoring_error_reward: float | None = None):
+                 max_turns: int | None = None, concurrency: int = 1, scoring_error_reward: float | None = None):
         import gym_sysmath  # noqa: F401  (registers the ids)
 
         if concurrency < 1:
@@ -172,13 +206,12 @@ class SysmathReward:
 
     # ------------------------------------------------------------------ envs
 
-    def _env(self, env_id: str, split: str) -> gym.Env:
-        """This thread's env for (env_id, split): one env instance is never shared by threads."""
-        cache: dict[tuple[str, str], gym.Env] = self._local.__dict__.setdefault("envs", {})
-        key = (env_id, split)
+    def _env(self, env_id: str, split: str, max_turns: int, kwargs: Mapping[str, Any]) -> gym.Env:
+        """This thread's env for these settings: one env instance is never shared by threads."""
+        cache: dict[str, gym.Env] = self._local.__dict__.setdefault("envs", {})
+        key = json.dumps([env_id, split, max_turns, dict(kwargs)], sort_keys=True, default=repr)
         if key not in cache:
-            kwargs = _make_kwargs(env_id, self.env_kwargs, self.env_kwargs_by_id)
-            env = gym.make(env_id, split=split, max_turns=self.max_turns, **kwargs)
+            env = gym.make(env_id, split=split, **{**kwargs, "max_turns": max_turns})
             cache[key] = env
             with self._lock:
                 self._envs.append(env)
@@ -202,10 +235,18 @@ class SysmathReward:
 
     # ------------------------------------------------------------------ grading
 
-    def grade(self, index: int, completion: Any, env_id: str, task_id: str, split: str, seed: int | None) -> Graded:
-        """Grade one completion as one episode of the real env."""
-        env = self._env(env_id, split)
-        _reset_to(env, env_id, task_id, split, seed)
+    def grade(self, index: int, completion: Any, env_id: str, task_id: str, split: str, seed: int | None,
+              env_kwargs: Any = None, task_set: str | None = None, max_turns: int | None = None) -> Graded:
+        """Grade one completion as one episode of the real env (the row's ``env_kwargs`` under
+        this reward's own)."""
+        ref = _row_ref({"env_id": env_id, "task_id": task_id, "split": split, "seed": seed,
+                        "env_kwargs": env_kwargs, "task_set": task_set, "max_turns": max_turns})
+        kwargs = {**ref.env_kwargs, **_make_kwargs(env_id, self.env_kwargs, self.env_kwargs_by_id)}
+        if kwargs.get("code_via") == "tool":
+            raise ValueError(_tool_mode_refusal(ref))
+        turns = self.max_turns if self.max_turns is not None else (ref.max_turns or 1)
+        env = self._env(env_id, split, turns, kwargs)
+        ref.reset(env)
         _, reward, terminated, truncated, info = env.step(completion_text(completion))
         if not (terminated or truncated):
             _, reward, terminated, truncated, info = env.step(CLOSING_ACTION)
@@ -225,10 +266,10 @@ class SysmathReward:
                 raise ValueError("no env_id: pass SysmathReward(env_id=...) or an env_id dataset column")
             if kwargs.get("task_id") is None:
                 raise ValueError("no task_id column: build the dataset with gym_sysmath.integrations.trl.build_dataset")
-            task_ids = _column(kwargs, "task_id", size, None)
-            splits = _column(kwargs, "split", size, "eval")
-            seeds = _column(kwargs, "seed", size, None)
-            jobs = list(zip(range(size), completions, env_ids, task_ids, splits, seeds, strict=True))
+            jobs = list(zip(range(size), completions, env_ids, _column(kwargs, "task_id", size, None),
+                            _column(kwargs, "split", size, "eval"), _column(kwargs, "seed", size, None),
+                            _column(kwargs, "env_kwargs", size, None), _column(kwargs, "task_set", size, None),
+                            _column(kwargs, "max_turns", size, None), strict=True))
             grade = self.grade
         if self._threads is None or grade is _finish_tool_episode:  # a tool env is driven by one thread
             results = [grade(*job) for job in jobs]
@@ -240,6 +281,8 @@ class SysmathReward:
         log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
         if callable(log_metric):
             log_metric("sysmath/scoring_errors", float(len(self.last_scoring_errors)))
+            if grade is _finish_tool_episode:  # ended on a call TRL never ran: its text was graded as final
+                log_metric("sysmath/unrun_tool_calls", float(sum(map(_ends_on_tool_call, completions))))
         return [self.scoring_error_reward if result.scoring_error is not None else result.reward
                 for result in results]
 
@@ -286,11 +329,15 @@ def _graded(index: int, env_id: str, task_id: str, reward: SupportsFloat, info: 
     return Graded(index, env_id, task_id, float(reward), info.get("verdict"), None)
 
 
-def _fence(code: str, language: str) -> str:
-    """A code action holding ``code`` whatever it contains (a longer fence than any inside)."""
-    longest = max((len(run) for run in re.findall(r"`{3,}", code)), default=2)
-    fence = "`" * (longest + 1)
-    return f"{fence}{language}\n{code}\n{fence}"
+def _prompt_text(prompt: Any) -> str | None:
+    """The text a row's prompt gives the model for its task: a string, or the last user message."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        users = [m for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
+        if users:
+            return _content_text(users[-1].get("content"))
+    return None
 
 
 class SysmathToolEnv:
@@ -298,13 +345,21 @@ class SysmathToolEnv:
 
     TRL makes one instance per concurrent rollout, calls ``reset(**row)`` with the dataset row
     (``build_dataset``'s columns) before generating, and offers every public method but
-    ``reset`` to the model as a tool: here ``run_code``, one tool turn of the real env. The
-    prompt is the row's (``reset`` returns ``None``, so TRL adds nothing to it). Grading is
-    ``SysmathReward``'s: it finishes each episode with the rollout's final assistant message.
+    ``reset`` to the model as a tool: here ``run_code``, one tool turn of the real env. Grading
+    is ``SysmathReward``'s: it finishes each episode with the rollout's final assistant message,
+    graded as the family grades a last turn.
+
+    The rows must be made in tool mode, ``build_dataset(..., env_kwargs={"code_via": "tool"},
+    max_turns=N)``: their prompts describe ``run_code`` (at most ``N - 1`` calls) and the final
+    reply. ``reset`` refuses any other row with a ``ValueError`` (a fenced-block prompt under
+    TRL promises code runs that never happen), and checks that the row's prompt is the one its
+    env gives for the task. A row without a ``prompt`` gets the env's (``reset`` returns it and
+    TRL puts it in the user message).
 
     Arguments (give them with ``functools.partial``, TRL calls the factory without any):
-    ``env_kwargs``, ``env_kwargs_by_id`` (as ``SysmathReward``'s), ``max_turns`` (tool turns
-    plus the final answer; default 6). Envs are closed at exit or by ``close_tool_envs()``.
+    ``env_kwargs``, ``env_kwargs_by_id`` (as ``SysmathReward``'s: over the row's own
+    ``env_kwargs``, e.g. the sandbox), ``max_turns`` (tool calls plus the final reply, when the
+    row has no ``max_turns`` column; default 6). Envs are closed at exit or by ``close_tool_envs()``.
     """
 
     def __init__(self, env_kwargs: Mapping[str, Any] | None = None,
@@ -316,7 +371,7 @@ class SysmathToolEnv:
         self._env_kwargs = dict(env_kwargs or {})
         self._env_kwargs_by_id = {key: dict(value) for key, value in (env_kwargs_by_id or {}).items()}
         self._max_turns = max_turns
-        self._envs: dict[tuple[str, str], gym.Env] = {}
+        self._envs: dict[str, gym.Env] = {}
         self._env: gym.Env | None = None
         self._row: tuple[str, str] = ("", "")
         #: the final step's (reward, info) once the episode has ended, else None
@@ -324,21 +379,41 @@ class SysmathToolEnv:
         self.tool_calls = 0
         _LIVE_TOOL_ENVS.add(self)
 
-    def reset(self, env_id: str | None = None, task_id: str | None = None, split: str = "eval",
-              seed: int | None = None, **row: Any) -> None:
-        """Reset to the row's task; the prompt is already the row's, so nothing is appended."""
-        if env_id is None or task_id is None:
+    def reset(self, prompt: Any = None, **row: Any) -> str | None:
+        """Reset to the row's task, made with the row's ``env_kwargs``; refuse a row whose prompt
+        was not made for the ``run_code`` tool. Returns ``None`` (the prompt is the row's), or
+        the env's prompt for a row without one."""
+        if row.get("env_id") is None or row.get("task_id") is None:
             raise ValueError("SysmathToolEnv needs env_id and task_id columns: build the dataset with "
-                             "gym_sysmath.integrations.trl.build_dataset")
-        key = (env_id, split)
+                             "gym_sysmath.integrations.trl.build_dataset(..., env_kwargs={'code_via': 'tool'})")
+        ref = _row_ref(row)
+        made_with = ref.env_kwargs.get("code_via", "fence")
+        if made_with != "tool":
+            raise ValueError(
+                f"{ref.env_id} task {ref.task_id!r}: SysmathToolEnv runs code only through its run_code tool, but "
+                f"this row was made with code_via={made_with!r}, so its prompt tells the model that a fenced code "
+                f"block runs, which never happens under TRL. Make the rows with build_dataset(..., "
+                f"env_kwargs={{'code_via': 'tool'}}, max_turns=N) (or `gym-sysmath export --env-arg code_via=tool`)")
+        kwargs = {**ref.env_kwargs, **_make_kwargs(ref.env_id, self._env_kwargs, self._env_kwargs_by_id),
+                  "code_via": "tool"}
+        max_turns = ref.max_turns if ref.max_turns is not None else self._max_turns
+        key = json.dumps([ref.env_id, ref.split, max_turns, kwargs], sort_keys=True, default=repr)
         if key not in self._envs:
-            kwargs = _make_kwargs(env_id, self._env_kwargs, self._env_kwargs_by_id)
-            self._envs[key] = gym.make(env_id, split=split, **{**kwargs, "max_turns": self._max_turns})
+            self._envs[key] = gym.make(ref.env_id, split=ref.split, **{**kwargs, "max_turns": max_turns})
         self._env = self._envs[key]
-        self._row = (env_id, task_id)
-        _reset_to(self._env, env_id, task_id, split, seed)
+        self._row = (ref.env_id, ref.task_id)
         self.outcome = None
         self.tool_calls = 0
+        observation, _ = ref.reset(self._env)
+        if prompt is None:
+            return observation
+        text = _prompt_text(prompt)
+        if text is None or observation not in text:
+            raise ValueError(
+                f"{ref.env_id} task {ref.task_id!r}: the row's prompt is not the one this env gives for the task "
+                f"with code_via='tool' and max_turns={max_turns} (made with another max_turns or other settings?): "
+                f"the model would be told a protocol other than the one that runs. Make the rows with the same "
+                f"max_turns as SysmathToolEnv(max_turns=...)")
         return None
 
     def run_code(self, code: str) -> str:
@@ -358,21 +433,20 @@ class SysmathToolEnv:
         if self.outcome is not None:
             return "The episode is over: no more code runs. Give your final answer."
         self.tool_calls += 1
-        language = core_env(self._env)._languages()[0]
-        observation, reward, terminated, truncated, info = self._env.step(_fence(code, language))
-        if terminated or truncated:  # the last allowed turn, or the harness failed
+        observation, reward, terminated, truncated, info = core_env(self._env).run_code(code)
+        if terminated or truncated:  # the harness failed
             self.outcome = (float(reward), info)
         return observation
 
     def _finish(self, index: int, completion: Any) -> Graded:
-        """Grade the rollout: its final assistant message is the episode's final action."""
+        """Grade the rollout: its final assistant message is the episode's final reply."""
         env_id, task_id = self._row
         if self._env is None:
             raise RuntimeError("a SysmathToolEnv graded before reset")
         if self.outcome is None:
             _, reward, terminated, truncated, info = self._env.step(completion_text(completion))
-            if not (terminated or truncated):
-                _, reward, terminated, truncated, info = self._env.step(CLOSING_ACTION)
+            if not (terminated or truncated):  # code_via='tool': every reply is final
+                raise RuntimeError(f"{env_id} task {task_id!r}: the final reply left the episode open")
             self.outcome = (float(reward), info)
         reward, info = self.outcome
         return _graded(index, env_id, task_id, reward, info)
@@ -381,6 +455,15 @@ class SysmathToolEnv:
         envs, self._envs, self._env = list(self._envs.values()), {}, None
         for env in envs:
             env.close()
+
+
+def _ends_on_tool_call(completion: Any) -> bool:
+    """Whether a rollout's last message is a tool call TRL did not run (its
+    ``max_tool_calling_iterations``, or a tool output that would pass ``max_completion_length``)."""
+    if not isinstance(completion, Sequence) or isinstance(completion, str) or not completion:
+        return False
+    last = completion[-1]
+    return isinstance(last, Mapping) and last.get("role", "assistant") == "assistant" and bool(last.get("tool_calls"))
 
 
 def _finish_tool_episode(index: int, completion: Any, environment: SysmathToolEnv) -> Graded:
@@ -399,11 +482,50 @@ def close_tool_envs() -> None:
 atexit.register(close_tool_envs)
 
 
+# ---------------------------------------------------------------------- training on a CPU
+
+#: /proc/cpuinfo flags of CPUs that compute bfloat16 in hardware (x86: AVX512-BF16, AMX; Arm: BF16).
+_NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU computes bfloat16 in hardware, read from ``/proc/cpuinfo``'s ``flags``
+    (x86) or ``Features`` (Arm) lines, or from ``cpuinfo`` text if given. No ``/proc/cpuinfo``
+    (macOS, Windows): ``False``, the safe answer (fp32 is never the slow path)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return False
+    for line in cpuinfo.splitlines():
+        label, _, values = line.partition(":")
+        if label.strip().lower() in ("flags", "features") and _NATIVE_BF16_FLAGS & set(values.split()):
+            return True
+    return False
+
+
+def cpu_training_args(cpuinfo: str | None = None) -> dict[str, Any]:
+    """``GRPOConfig`` arguments for training on this machine's CPU: ``use_cpu=True``;
+    ``bf16`` only where the CPU has it in hardware (TRL defaults ``bf16=True``, which on a CPU
+    without it runs every matmul through emulation: one GRPO step of SmolLM2-135M took 769 s
+    against 36 s in fp32); ``gradient_checkpointing=False`` (TRL defaults it on: it recomputes
+    every layer's forward pass in the backward pass, trading time for memory a CPU run of a
+    small model does not need; given as ``activation_checkpointing``, its name since
+    transformers 5.2x, where ``gradient_checkpointing`` is a deprecated alias)."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {field.name for field in dataclasses.fields(TrainingArguments)}
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+    return {"use_cpu": True, "bf16": cpu_has_native_bf16(cpuinfo), checkpointing: False}
+
+
 def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, seed: int = 0,
                   conversational: bool = False, system_prompt: str | None = None, max_turns: int | None = 1,
                   env_kwargs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Rows ``{"prompt", "task_id", "env_id", "split", "seed", "env_kwargs", "task_set"}`` for
-    ``datasets.Dataset.from_list``.
+    """Rows ``{"prompt", "task_id", "env_id", "split", "seed", "max_turns", "env_kwargs", "task_set"}``
+    for ``datasets.Dataset.from_list``.
 
     The rows are ``gym-sysmath export``'s (same tasks, order, prompts and ``seed`` column), so
     either feeds ``SysmathReward``. ``split="eval"``: the env's fixed tasks in stable order (the
@@ -412,7 +534,8 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
     ``seed``, ``seed + 1``, ..., recorded so the reward replays the same draw. ``conversational`` makes
     the prompt a message list (with ``system_prompt`` first if given). Answers are never
     written. Use the same ``max_turns`` (None: the family's default) and ``env_kwargs`` as the
-    ``SysmathReward``. Each row records what grading needs besides: ``env_kwargs`` (JSON text:
+    ``SysmathReward``. Each row records what grading needs besides: ``max_turns`` (the turns its
+    prompt offers), ``env_kwargs`` (JSON text:
     the arguments above less how the env runs, ``episodes.RUNTIME_KWARGS``) and ``task_set``
     (``families.task_set``: another install's task set refuses the row rather than mis-grade it).
     """
@@ -422,6 +545,7 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
     env = gym.make(env_id, split=split, max_turns=max_turns, **dict(env_kwargs or {}))
     recorded = json.dumps(task_kwargs(env_kwargs), sort_keys=True)
     task_set = installed_task_set(core_env(env).family)
+    turns = core_env(env).max_turns  # what the prompts offer (the family's default when max_turns is None)
     try:
         if split == "train":
             if n is None:
@@ -438,7 +562,7 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
                 messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
                 prompt = [*messages, {"role": "user", "content": prompt}]
             rows.append({"prompt": prompt, "task_id": info["task_id"], "env_id": env_id, "split": split,
-                         "seed": row_seed, "env_kwargs": recorded, "task_set": task_set})
+                         "seed": row_seed, "max_turns": turns, "env_kwargs": recorded, "task_set": task_set})
         return rows
     finally:
         env.close()

@@ -89,11 +89,12 @@ def load_tasks(primitives: Iterable[str] | None = None, languages: Iterable[str]
     return tuple(_task(p, lang) for p in PRIMITIVES if p in chosen_p for lang in LANGUAGES if lang in chosen_l)
 
 
-def prompt_for(task: CompGeomTask, max_turns: int, performance_weight: float = 0.0) -> str:
+def prompt_for(task: CompGeomTask, max_turns: int, performance_weight: float = 0.0, code_via: str = "fence") -> str:
     """The task statement for an episode of ``max_turns`` replies (one reply: no test turns); a
-    rewarded performance term is stated with what forfeits it."""
+    rewarded performance term is stated with what forfeits it; ``code_via="tool"``: tests run
+    through the ``run_code`` tool."""
     return build_prompt(task.primitive, BY_LANGUAGE[task.language], task.contract, task.starter, max_turns,
-                        performance_weight)
+                        performance_weight, code_via)
 
 
 def job_files(task: CompGeomTask, candidate_source: str) -> dict[str, str]:

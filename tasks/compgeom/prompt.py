@@ -37,16 +37,25 @@ standard error. You have {max_turns} replies. To submit, reply without a code bl
 code is graded on hidden cases, and the reward is 1 only when it builds and passes every one of \
 them. On your last reply, a code block is submitted as it is."""
 
+MULTI_TURN_TOOL = """\
+To test, call the `run_code` tool with the complete `{candidate_file}` as its `code`: it is built and \
+run on the public cases, and it returns any build errors, the failing cases and your program's \
+standard error. You may call it up to {calls} times. To submit, reply without a tool call: the last \
+code you ran is graded on hidden cases (a ```{fence} code block in that reply is submitted instead), \
+and the reward is 1 only when it builds and passes every one of them."""
+
 SINGLE_TURN = """\
 This is your only reply: nothing is run before grading. Reply with the complete `{candidate_file}` \
 in one ```{fence} code block (if you show several, the last one counts); it is graded on hidden \
 cases, and the reward is 1 only when it builds and passes every one of them."""
 
 
-def protocol_paragraph(language: Language, max_turns: int) -> str:
-    """How to test and submit, for an episode of ``max_turns`` replies."""
-    template = SINGLE_TURN if max_turns == 1 else MULTI_TURN
-    return template.format(candidate_file=language.candidate_file, fence=language.fence, max_turns=max_turns)
+def protocol_paragraph(language: Language, max_turns: int, code_via: str = "fence") -> str:
+    """How to test and submit, for an episode of ``max_turns`` replies whose tests run from a
+    code block (``code_via="fence"``) or through the ``run_code`` tool (``"tool"``)."""
+    template = SINGLE_TURN if max_turns == 1 else MULTI_TURN_TOOL if code_via == "tool" else MULTI_TURN
+    return template.format(candidate_file=language.candidate_file, fence=language.fence, max_turns=max_turns,
+                           calls=max_turns - 1)
 
 
 PERFORMANCE = """\
@@ -63,10 +72,10 @@ def performance_paragraph(language: Language, weight: float) -> str:
 
 
 def build_prompt(function: str, language: Language, contract: str, starter: str, max_turns: int = 8,
-                 performance_weight: float = 0.0) -> str:
+                 performance_weight: float = 0.0, code_via: str = "fence") -> str:
     build = f"It is built with `{language.build}` and run as `{language.run}`. " if language.build else \
         f"It is run as `{language.run}` (Python 3.11). "
-    protocol = protocol_paragraph(language, max_turns)
+    protocol = protocol_paragraph(language, max_turns, code_via)
     if performance_weight > 0:
         protocol += "\n\n" + performance_paragraph(language, performance_weight)
     return PROMPT.format(function=function, title=language.title, candidate_file=language.candidate_file,

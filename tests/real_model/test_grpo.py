@@ -18,7 +18,7 @@ from collections import Counter
 import gymnasium as gym
 import pytest
 
-from gym_sysmath.integrations.trl import build_dataset, completion_text
+from gym_sysmath.integrations.trl import build_dataset, completion_text, cpu_training_args
 from tests.real_model import smollm2
 from tests.real_model.recording import RecordingReward
 
@@ -56,8 +56,8 @@ def test_grpo_trainer_logs_the_rewards_the_envs_give(model_dir, docker_available
     assert getattr(model, "hf_quantizer", None) is None and not getattr(model, "is_quantized", False)
     config = trl.GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
                             max_completion_length=MAX_COMPLETION_TOKENS, max_steps=STEPS, learning_rate=1e-6,
-                            report_to="none", use_cpu=True, logging_steps=1, save_strategy="no", seed=0,
-                            dataloader_num_workers=0)
+                            report_to="none", logging_steps=1, save_strategy="no", seed=0,
+                            dataloader_num_workers=0, **cpu_training_args())  # fp32 where the CPU lacks bf16
     steps: list[dict] = []
 
     class Record(TrainerCallback):
@@ -101,6 +101,7 @@ def test_grpo_trainer_logs_the_rewards_the_envs_give(model_dir, docker_available
     assert graded_envs == {"LinearAlgebra-v0", "CsappExact-v0"}
     with capsys.disabled():
         print(f"\nreal-model GRPO: {STEPS} steps x {config.per_device_train_batch_size} completions in "
-              f"{elapsed:.0f} s; mean rewards per step: "
+              f"{elapsed:.0f} s (bf16={config.bf16}, gradient_checkpointing={config.gradient_checkpointing}); "
+              f"mean rewards per step: "
               f"{[round(step['logs'][f'rewards/{reward.__name__}/mean'], 3) for step in train_steps]}; "
               f"verdicts {dict(Counter(verdicts))}")

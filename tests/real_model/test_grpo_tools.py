@@ -1,7 +1,9 @@
 """A real ``trl.GRPOTrainer`` multi-turn step on SmolLM2-135M-Instruct through
 ``SysmathToolEnv`` (``environment_factory``): the model's tool call runs as a Python tool turn of
 the real CsappExact env in the rollout's own sandbox session, TRL feeds the output back, the
-model writes its final turn, and ``SysmathReward`` grades that turn in the same episode.
+model writes its final turn, and ``SysmathReward`` grades that turn in the same episode. The rows
+are made with ``code_via="tool"``: the prompt the model reads describes that tool (at most
+``MAX_TURNS - 1`` calls) and says that its first reply without a tool call is graded.
 
 The 135M model does not write tool calls by itself, so its *first* turn is steered to one: a
 logits processor on its ``generate`` lets through only the tokens of a ``run_code`` call that
@@ -22,8 +24,13 @@ import time
 import gymnasium as gym
 import pytest
 
-from gym_sysmath.integrations.trl import SysmathToolEnv, build_dataset, close_tool_envs, completion_text
-from gym_sysmath.integrations.trl import _fence as fence
+from gym_sysmath.integrations.trl import (
+    SysmathToolEnv,
+    build_dataset,
+    close_tool_envs,
+    completion_text,
+    cpu_training_args,
+)
 from tests.real_model.recording import RecordingReward
 
 pytestmark = [pytest.mark.docker, pytest.mark.filterwarnings("ignore::FutureWarning"),
@@ -74,15 +81,14 @@ def scripted_first_turn(model, tokenizer, script: list[int]):
 
 
 def replay(row: dict, code: str, final: str) -> tuple[str, float, str]:
-    """A fresh env: the row's task, the tool turn, the final turn -> (tool output, reward, verdict)."""
-    env = gym.make(row["env_id"], max_turns=MAX_TURNS)
+    """A fresh tool-mode env: the row's task, the run_code call, the final reply -> (tool output,
+    reward, verdict)."""
+    env = gym.make(row["env_id"], max_turns=MAX_TURNS, code_via="tool")
     try:
         env.reset(seed=row["seed"], options={"task_id": row["task_id"]})
-        output, *_ = env.step(fence(code, "python"))
-        _, reward, terminated, truncated, info = env.step(final)
-        if not (terminated or truncated):
-            _, reward, _, _, info = env.step("No further turns: this is my final reply.")
-        assert info["scoring_error"] is None, info
+        output, *_ = env.unwrapped.run_code(code)
+        _, reward, terminated, _, info = env.step(final)
+        assert terminated and info["scoring_error"] is None, info  # with the tool, every reply is final
         return output, float(reward), info["verdict"]
     finally:
         env.close()
@@ -95,7 +101,8 @@ def test_grpo_trainer_runs_the_envs_tool_turns(model_dir, docker_available, tmp_
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    candidates = build_dataset("CsappExact-v0", conversational=True, system_prompt=SYSTEM, max_turns=MAX_TURNS)
+    candidates = build_dataset("CsappExact-v0", conversational=True, system_prompt=SYSTEM, max_turns=MAX_TURNS,
+                               env_kwargs={"code_via": "tool"})  # prompts that describe the run_code tool
     rows = candidates[:2]
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -110,8 +117,8 @@ def test_grpo_trainer_runs_the_envs_tool_turns(model_dir, docker_available, tmp_
 
     config = trl.GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
                             max_completion_length=budget, max_steps=1, learning_rate=1e-6, report_to="none",
-                            use_cpu=True, logging_steps=1, save_strategy="no", seed=0, dataloader_num_workers=0,
-                            max_tool_calling_iterations=1)
+                            logging_steps=1, save_strategy="no", seed=0, dataloader_num_workers=0,
+                            max_tool_calling_iterations=1, **cpu_training_args())  # fp32 where the CPU lacks bf16
     made: list[SysmathToolEnv] = []
 
     def factory() -> SysmathToolEnv:
@@ -144,5 +151,6 @@ def test_grpo_trainer_runs_the_envs_tool_turns(model_dir, docker_available, tmp_
     finally:
         close_tool_envs()
     with capsys.disabled():
-        print(f"\nreal-model GRPO with tool turns: 1 step x 4 rollouts in {elapsed:.0f} s; verdicts {verdicts}; "
+        print(f"\nreal-model GRPO with tool turns: 1 step x 4 rollouts in {elapsed:.0f} s (bf16={config.bf16}); "
+              f"verdicts {verdicts}; "
               f"tool envs made {len(made)}")
