@@ -87,7 +87,12 @@ def test_end_of_turn_tokens_are_stripped_from_every_action(csapp_rows):
 
 def test_settings_are_checked_and_generator_max_turns_caps_the_episode(csapp_rows):
     with pytest.raises(ValueError, match="unknown gym_sysmath env setting"):
-        make(csapp_rows[0], config={"max_turns": 2})
+        make(csapp_rows[0], config={"turns": 2})
+    env, _ = make(csapp_rows[0], config={"max_turns": 2})  # env_config's cap (the older README's) still caps
+    try:
+        assert env.max_turns == 2
+    finally:
+        env.close()
     with pytest.raises(ValueError, match=r"generator\.max_turns"):
         make(csapp_rows[0], config={"env_kwargs": {**PROCESS, "max_turns": 2}})
     row = {**csapp_rows[0], "max_turns": 1}  # SkyRL's generator puts generator.max_turns in the extras

@@ -66,7 +66,9 @@ ENV_CLASS = "gym_sysmath"
 #: ``gym_sysmath/<id>``: the env classes of rows exported before ``ENV_CLASS`` (still registered).
 ENV_CLASS_PREFIX = "gym_sysmath/"
 #: The settings an env takes from its ``env_config`` (``environment.skyrl_gym.gym_sysmath``), with defaults.
-SETTINGS: Mapping[str, Any] = {"env_kwargs": {}, "retries": 1}
+#: ``max_turns`` here (what the README documented before SkyRL's ``generator.max_turns`` reached
+#: the env) caps the episode too: the smallest of it, the generator's and the prompt's turns wins.
+SETTINGS: Mapping[str, Any] = {"env_kwargs": {}, "retries": 1, "max_turns": None}
 #: The ``extras`` key through which ``SysmathGymGenerator`` takes the grade of a trajectory cut short.
 CUT_SHORT_KEY = "gym_sysmath_cut_short"
 
@@ -102,6 +104,8 @@ def env_settings(config: Any) -> dict[str, Any]:
         raise ValueError("env_kwargs.max_turns is not a setting: the turns are SkyRL's generator.max_turns, capped by "
                          "the turns the prompt offers (`gym-sysmath export --max-turns`)")
     settings["retries"] = int(settings["retries"])
+    if settings["max_turns"] is not None and int(settings["max_turns"]) < 1:
+        raise ValueError(f"max_turns must be at least 1, got {settings['max_turns']}")
     return settings
 
 
@@ -128,8 +132,9 @@ class SysmathTextEnv(BaseTextEnv):
                              "dataset with `gym-sysmath export --format skyrl`")
         ref = TaskRef.parse(extras["reward_spec"]["ground_truth"])
         settings = env_settings(env_config)
-        self.offered_turns, cap = offered_turns(ref), extras.get("max_turns")  # cap: SkyRL's generator.max_turns
-        self.max_turns = self.offered_turns if cap is None else min(self.offered_turns, int(cap))
+        self.offered_turns = offered_turns(ref)
+        caps = [int(cap) for cap in (extras.get("max_turns"), settings["max_turns"]) if cap is not None]
+        self.max_turns = min([self.offered_turns, *caps])  # extras["max_turns"]: SkyRL's generator.max_turns
         self.episode = Episode(ref, env_kwargs=settings["env_kwargs"], max_turns=self.max_turns,
                                retries=settings["retries"], own_env=True)
         self.cut_short: CutShortGrade | None = extras.get(CUT_SHORT_KEY)
