@@ -16,7 +16,9 @@ from gym_sysmath.sandbox import Job, Limits, Sandbox
 
 PACKAGE = Path(gym_sysmath.__file__).resolve().parent
 #: Where printing is the point: the command line and the bodies of its commands.
-PRINTING_ALLOWED = {"cli.py", "verification.py"}
+#: Command-line entry points (``python -m gym_sysmath.integrations.openrlhf check`` reports to the
+#: terminal like ``gym-sysmath`` itself); everything else logs.
+PRINTING_ALLOWED = {"cli.py", "verification.py", "integrations/openrlhf.py"}
 LINALG = "LinearAlgebra-v0"
 
 
