@@ -75,6 +75,7 @@ _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2
 #: DeepSeek's full-width ``<\uff5cend\u2581of\u2581sentence\uff5c>``. Bounded, so linear.
 _SPECIAL_TOKEN = re.compile(
     r"<\|[^\s<>|]{1,48}\|>|<\uff5c[^\s<>\uff5c]{1,48}\uff5c>|</s>|<eos>|<end_of_turn>|<start_of_turn>"
+    r"|<end_of_utterance>|<end_of_sentence>|<seed:eos>"
 )
 _DECORATION_ONLY = re.compile(r"^[\s*_`$]*$")
 _OPENERS = "[({"
@@ -177,7 +178,8 @@ def clean_text(text: str) -> str:
 
 
 _TOKEN_AT_END = re.compile(
-    r"(?:<\|[^\s<>|]{1,48}\|>|<\uff5c[^\s<>\uff5c]{1,48}\uff5c>|</s>|<eos>|<end_of_turn>)\Z"
+    r"(?:<\|[^\s<>|]{1,48}\|>|<\uff5c[^\s<>\uff5c]{1,48}\uff5c>|</s>|<eos>|<end_of_turn>"
+    r"|<end_of_utterance>|<end_of_sentence>|<seed:eos>|\[e~\[)\Z"
 )
 _LONGEST_TOKEN = 64
 

@@ -91,6 +91,8 @@ def _export(args: argparse.Namespace) -> int:
         return _export_for_trainer(args)
     try:
         env_kwargs = _env_args(args.env_arg)
+        if args.max_turns is not None:
+            env_kwargs["max_turns"] = args.max_turns
         recorded = task_kwargs(env_kwargs)
         env = gym.make(args.env_id, **{**env_kwargs, "split": args.split})
     except (ValueError, TypeError) as exc:  # a split or argument the env does not take
@@ -149,6 +151,13 @@ def _export_for_trainer(args: argparse.Namespace) -> int:
     module, name = path.split(":")
     max_turns = default_turns if args.max_turns is None else args.max_turns
     try:
+        refusal = _trainer_export_refusal(args.format, max_turns, _env_args(args.env_arg))
+    except ValueError as exc:
+        refusal = str(exc)
+    if refusal:
+        print(f"gym-sysmath: export {args.env_id} --format {args.format}: {refusal}", file=sys.stderr)
+        return 2
+    try:
         import pandas as pd
     except ImportError:
         print("gym-sysmath: export --format needs pandas and pyarrow: pip install 'gym-sysmath[frameworks]'",
@@ -170,6 +179,17 @@ def _export_for_trainer(args: argparse.Namespace) -> int:
     print(f"wrote {len(rows)} {args.split} task(s) of {args.env_id} to {args.out} ({args.format} schema)",
           file=sys.stderr)
     return 0
+
+
+def _trainer_export_refusal(fmt: str, max_turns: int | None, env_kwargs: dict) -> str | None:
+    """Why rows in ``fmt`` would be graded against a protocol their prompts do not describe."""
+    if env_kwargs.get("code_via", "fence") != "fence":
+        return ("code_via='tool' prompts describe TRL's run_code tool, which no verl, SkyRL or OpenRLHF run offers: "
+                "export them for TRL with build_dataset(..., env_kwargs={'code_via': 'tool'}) instead")
+    if fmt == "verl" and max_turns != 1:
+        return (f"verl grades one completion per prompt, so a prompt offering {max_turns} turns would promise tool "
+                f"output that never comes back: export with --max-turns 1 (the default)")
+    return None
 
 
 def _env_args(pairs: list[str] | None) -> dict:
@@ -410,7 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="jsonl (default), or a trainer's parquet schema: verl, skyrl, openrlhf (a task "
                              "reference as ground truth; never the key)")
     export.add_argument("--max-turns", type=int, default=None,
-                        help="with --format: the turns the prompts offer (skyrl: the family's default; else 1)")
+                        help="the turns the prompts offer (jsonl and skyrl: the family's default; verl and "
+                             "openrlhf: 1)")
     export.add_argument("--system-prompt", default=None, metavar="TEXT",
                         help="a system turn before each prompt (the prompt becomes chat messages)")
     export.set_defaults(func=_export)

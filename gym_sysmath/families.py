@@ -126,21 +126,30 @@ def breakdown_order(env_id: str, key: str) -> tuple[str, ...]:
 
 
 #: Folders a task set's fingerprint leaves out: bytecode, and the wrong solutions the builders
-#: attack the grader with (they test the grader, they are not tasks); and files that are docs
-#: only (not installed, so a plain install has the same fingerprint as the checkout).
+#: attack the grader with (they test the grader, they are not tasks).
 _NOT_TASK_DATA = frozenset({"__pycache__", "fixtures"})
-_NOT_TASK_FILES = frozenset({"README.md"})
 
 
-def _package_files(module: str) -> list[Path]:
+def _is_task_data(relative: Path) -> bool:
+    """A file a plain install ships and a task is made of (code, generated data, prompt templates,
+    contracts, starters, harnesses); editor leftovers and docs are not, so a stray ``.swp`` or
+    ``README.md`` never makes a checkout and a plain install refuse each other's rows."""
+    if _NOT_TASK_DATA & set(relative.parts) or relative.name.startswith("."):
+        return False
+    if relative.suffix in {".py", ".json", ".tpl"} or relative.name == "CONTRACT.md":
+        return True
+    return (relative.parent.name, relative.stem) in {("starter", "candidate"), ("harness", "main")}
+
+
+def _package_files(module: str) -> list[tuple[str, Path]]:
+    """``(path relative to the package, path)`` of each task-data file of ``module``."""
     spec = importlib.util.find_spec(module)
     if spec is None:
         return []
-    if spec.submodule_search_locations:  # a package: every file under it
-        return sorted(path for root in spec.submodule_search_locations for path in Path(root).rglob("*")
-                      if path.is_file() and not _NOT_TASK_DATA & set(path.relative_to(root).parts)
-                      and path.suffix != ".pyc" and path.name not in _NOT_TASK_FILES)
-    return [Path(spec.origin)] if spec.origin else []
+    if spec.submodule_search_locations:  # a package: every task-data file under it
+        return sorted((path.relative_to(root).as_posix(), path) for root in spec.submodule_search_locations
+                      for path in Path(root).rglob("*") if path.is_file() and _is_task_data(path.relative_to(root)))
+    return [(Path(spec.origin).name, Path(spec.origin))] if spec.origin else []
 
 
 @functools.cache
@@ -153,8 +162,8 @@ def task_set(name: str) -> str:
     row = family(name)
     digest = hashlib.sha256()
     for module in (row.entry_point.partition(":")[0], f"gym_sysmath.tasks.{name}"):
-        for path in _package_files(module):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        for relative, path in _package_files(module):
+            digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
     return f"{name}-{digest.hexdigest()[:12]}"
 
 

@@ -150,3 +150,19 @@ def test_extraction_never_raises(text):
 @given(st.lists(st.sampled_from(["ANSWER:", "<think>", "</think>", "[", "]", "(", "\n", "$$", "1", " "])))
 def test_extraction_never_raises_on_structural_noise(parts):
     assert all(isinstance(v, str) for v in find_answers("".join(parts)))
+
+
+#: End-of-turn tokens of chat templates in use (Qwen/ChatML, Llama 3, Phi/harmony, Mistral/Llama 2,
+#: Gemma, GPT-2/OLMo, Cohere, DeepSeek, SmolVLM/Idefics3, Seed-OSS, MiniMax-Text-01, MiniMax-M2).
+END_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<|return|>", "</s>", "<end_of_turn>", "<eos>",
+              "<|endoftext|>", "<|END_OF_TURN_TOKEN|>", "<\uff5cend\u2581of\u2581sentence\uff5c>",
+              "<end_of_utterance>", "<seed:eos>", "<end_of_sentence>", "[e~[")
+
+
+@given(st.lists(st.sampled_from(END_TOKENS), min_size=1, max_size=3), st.sampled_from(["", " ", "\n", "\n\n"]))
+def test_every_common_end_of_turn_token_after_an_answer_is_stripped(tokens, gap):
+    from gym_sysmath.answers import strip_end_tokens
+
+    text = "Reasoning.\nANSWER: [3, \"0x3\"]" + gap + gap.join(tokens) + gap
+    assert strip_end_tokens(text) == "Reasoning.\nANSWER: [3, \"0x3\"]"
+    assert find_answers(strip_end_tokens(text)) == ['[3, "0x3"]']  # what the env's reader does

@@ -152,3 +152,36 @@ def test_rows_that_promise_the_run_code_tool_are_refused_where_no_such_tool_runs
     assert ref.env_kwargs == {"code_via": "tool"} and ref.max_turns == 3
     with pytest.raises(ValueError, match="run_code tool"):
         grade_completion(ref, "ANSWER: 1", env_kwargs=PROCESS)
+
+
+@pytest.mark.parametrize(("relative", "hashed"), [
+    ("problem.py", True), ("data/tasks.json", True), ("templates/box.tpl", True), ("seg2/CONTRACT.md", True),
+    ("seg2/starter/candidate.rs", True), ("seg2/harness/main.cpp", True),
+    (".problem.py.swp", False), ("notes.txt~", False), ("README.md", False), ("seg2/fixtures/bad_rw_1.py", False),
+    ("__pycache__/problem.cpython-311.pyc", False), ("seg2/cases/.hidden.json", False),
+])
+def test_the_task_set_fingerprint_reads_what_an_install_ships_not_editor_leftovers(relative, hashed):
+    from pathlib import Path
+
+    from gym_sysmath.families import _is_task_data
+
+    assert _is_task_data(Path(relative)) is hashed
+
+
+def test_export_refuses_rows_whose_prompts_promise_what_the_trainer_never_runs(tmp_path, capsys):
+    out = str(tmp_path / "rows.parquet")
+    assert main(["export", "LinearAlgebra-v0", "--format", "verl", "--max-turns", "3", "--out", out]) == 2
+    assert "--max-turns 1" in capsys.readouterr().err
+    for fmt in ("verl", "skyrl", "openrlhf"):
+        assert main(["export", "LinearAlgebra-v0", "--format", fmt, "--env-arg", "code_via=tool", "--out", out]) == 2
+        assert "run_code" in capsys.readouterr().err
+
+
+def test_one_completion_is_never_graded_against_a_prompt_that_offered_more_turns():
+    (row,) = build_dataset("CsappExact-v0", n=1, max_turns=5, env_kwargs=PROCESS)
+    ref = TaskRef.parse(row)
+    assert ref.max_turns == 5
+    with pytest.raises(ValueError, match="offers 5 turns"):
+        grade_completion(ref, "```python\nprint(1)\n```", env_kwargs=PROCESS)
+    with pytest.raises(ValueError, match="system_prompt needs conversational"):
+        build_dataset("LinearAlgebra-v0", n=1, system_prompt="Be brief.", env_kwargs=PROCESS)

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from gym_sysmath.env import SysmathEnv
 
 __all__ = ["CLOSING_ACTION", "RUNTIME_KWARGS", "Episode", "PromptTooLong", "ScoringError", "TaskRef", "chat_prompt",
-           "default_turns", "grade_completion", "offered_turns", "prompt_tokens", "require_prompts_fit", "task_kwargs"]
+           "default_turns", "grade_completion", "offered_turns", "prompt_tokens", "require_prompts_fit",
+           "require_single_turn_prompt", "task_kwargs"]
 
 #: Closes an episode still open after a single-turn completion (graded from what it left).
 CLOSING_ACTION = "No further turns: this is my final reply."
@@ -274,16 +275,28 @@ def grade_completion(ref: TaskRef, completion: str, *, env_kwargs: Mapping[str, 
     """One completion as one whole episode of ``ref``: ``(reward, info)``, or ``ScoringError``.
 
     ``max_turns``: the reference's, else 1. With 1 the completion is the final action; with
-    more, an episode still open after it is closed by ``CLOSING_ACTION`` (graded from what
-    the session left).
+    more (a reference that records no turns, and a caller asking for more), an episode still
+    open after it is closed by ``CLOSING_ACTION`` (graded from what the session left). A
+    reference whose prompt offered more than one turn is refused (``require_single_turn_prompt``).
     """
     max_turns = max_turns if max_turns is not None else (ref.max_turns or 1)
-    episode = Episode(ref, env_kwargs=env_kwargs, max_turns=max_turns, retries=retries)
+    episode = Episode(ref, env_kwargs=env_kwargs, max_turns=max_turns, retries=retries)  # refuses tool-mode rows
+    require_single_turn_prompt(ref)
     episode.reset()
     _, reward, terminated, truncated, info = episode.step(completion)
     if not (terminated or truncated):
         _, reward, _, _, info = episode.step(CLOSING_ACTION)
     return reward, info
+
+
+def require_single_turn_prompt(ref: TaskRef) -> None:
+    """Refuse to grade one completion against a prompt that offered several turns: it told the
+    model a code block's output comes back, so a model that follows it would score 0."""
+    if ref.max_turns is not None and ref.max_turns > 1:
+        raise ValueError(f"{ref.env_id} task {ref.task_id!r}: its prompt offers {ref.max_turns} turns (a code block's "
+                         f"output comes back), but one completion is graded here, so a model that follows the prompt "
+                         f"would score 0. Make single-turn rows for this trainer (`gym-sysmath export --max-turns 1`, "
+                         f"build_dataset(max_turns=1)), or train through its multi-turn path")
 
 
 def default_turns(env_id: str) -> int:

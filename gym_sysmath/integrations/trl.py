@@ -74,7 +74,7 @@ import gymnasium as gym
 from gym_sysmath.answers import strip_end_tokens
 from gym_sysmath.env import core_env
 from gym_sysmath.evaluation import choose_tasks, sample_seed
-from gym_sysmath.integrations.episodes import CLOSING_ACTION, TaskRef, task_kwargs
+from gym_sysmath.integrations.episodes import CLOSING_ACTION, TaskRef, require_single_turn_prompt, task_kwargs
 
 __all__ = ["Graded", "SysmathReward", "SysmathToolEnv", "build_dataset", "close_tool_envs", "completion_text",
            "cpu_has_native_bf16", "cpu_training_args"]
@@ -244,6 +244,7 @@ class SysmathReward:
         kwargs = {**ref.env_kwargs, **_make_kwargs(env_id, self.env_kwargs, self.env_kwargs_by_id)}
         if kwargs.get("code_via") == "tool":
             raise ValueError(_tool_mode_refusal(ref))
+        require_single_turn_prompt(ref)
         turns = self.max_turns if self.max_turns is not None else (ref.max_turns or 1)
         env = self._env(env_id, split, turns, kwargs)
         ref.reset(env)
@@ -541,6 +542,9 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
     """
     import gym_sysmath  # noqa: F401  (registers the ids)
     from gym_sysmath.families import task_set as installed_task_set
+
+    if system_prompt is not None and not conversational:
+        raise ValueError("system_prompt needs conversational=True: a plain-text prompt has no system turn to put it in")
 
     env = gym.make(env_id, split=split, max_turns=max_turns, **dict(env_kwargs or {}))
     recorded = json.dumps(task_kwargs(env_kwargs), sort_keys=True)
