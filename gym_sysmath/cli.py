@@ -183,9 +183,11 @@ def _export_for_trainer(args: argparse.Namespace) -> int:
 
 def _trainer_export_refusal(fmt: str, max_turns: int | None, env_kwargs: dict) -> str | None:
     """Why rows in ``fmt`` would be graded against a protocol their prompts do not describe."""
-    if env_kwargs.get("code_via", "fence") != "fence":
-        return ("code_via='tool' prompts describe TRL's run_code tool, which no verl, SkyRL or OpenRLHF run offers: "
-                "export them for TRL with build_dataset(..., env_kwargs={'code_via': 'tool'}) instead")
+    from gym_sysmath.integrations.episodes import tool_mode_refusal
+
+    refusal = tool_mode_refusal(env_kwargs)
+    if refusal:
+        return f"rows {refusal} (TRL's rows come from build_dataset(..., env_kwargs={{'code_via': 'tool'}}))"
     if fmt == "verl" and max_turns != 1:
         return (f"verl grades one completion per prompt, so a prompt offering {max_turns} turns would promise tool "
                 f"output that never comes back: export with --max-turns 1 (the default)")

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CLOSING_ACTION", "RUNTIME_KWARGS", "Episode", "PromptTooLong", "ScoringError", "TaskRef", "chat_prompt",
            "default_turns", "grade_completion", "offered_turns", "prompt_tokens", "require_prompts_fit",
-           "require_single_turn_prompt", "task_kwargs"]
+           "require_single_turn_prompt", "task_kwargs", "tool_mode_refusal"]
 
 #: Closes an episode still open after a single-turn completion (graded from what it left).
 CLOSING_ACTION = "No further turns: this is my final reply."
@@ -51,9 +51,19 @@ def task_kwargs(env_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
                          f"{exc}") from exc
 
 
+def tool_mode_refusal(env_kwargs: Mapping[str, Any]) -> str | None:
+    """Why rows made with ``env_kwargs`` cannot be graded outside TRL's ``SysmathToolEnv`` (their
+    prompts describe its run_code tool), or ``None`` when they can."""
+    code_via = env_kwargs.get("code_via", "fence")
+    if code_via == "fence":
+        return None
+    return (f"made with code_via={code_via!r}: its prompt promises a run_code tool, which only TRL's SysmathToolEnv "
+            f"offers; export the rows without code_via for this trainer")
+
+
 def _parse_kwargs(value: Any) -> dict[str, Any]:
     """A reference's ``env_kwargs``: a mapping, its JSON text (a parquet column), or nothing."""
-    if value is None or (isinstance(value, float) and value != value) or value == "":
+    if _missing(value) or value == "":
         return {}
     if isinstance(value, str):
         try:
@@ -192,10 +202,9 @@ class Episode:
         self.retries = retries
         max_turns = ref.max_turns if max_turns is None else max_turns
         self._env_args = (ref.env_id, ref.split, max_turns, {**ref.env_kwargs, **dict(env_kwargs or {})})
-        if self._env_args[3].get("code_via", "fence") != "fence":
-            raise ValueError(f"{ref.env_id} task {ref.task_id!r} was made with code_via="
-                             f"{self._env_args[3]['code_via']!r}: its prompt promises a run_code tool, which only "
-                             f"TRL's SysmathToolEnv offers; export the rows without code_via for this trainer")
+        refusal = tool_mode_refusal(self._env_args[3])
+        if refusal:
+            raise ValueError(f"{ref.env_id} task {ref.task_id!r}: {refusal}")
         self._own_env = own_env
         self._env: gym.Env | None = None
         self.actions: list[str] = []
