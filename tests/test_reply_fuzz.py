@@ -355,6 +355,32 @@ def test_one_uppercase_key_line_amid_model_noise_scores_one(envs, generated):
     assert reward == 1.0, (text, info["detail"])
 
 
+@pytest.fixture(scope="module")
+def tool_envs():
+    """The same tasks with ``code_via="tool"`` (TRL's run_code prompts): every reply is final."""
+    made = {(env_id, task_id): gym.make(env_id, max_turns=3, code_via="tool") for env_id, task_id in TASKS}
+    yield made
+    for env in made.values():
+        env.close()
+
+
+@FAST
+@given(st.one_of(replies(ALL_KEYS), keyed_replies().map(lambda generated: (generated[1], True))))
+def test_a_tool_mode_reply_is_graded_as_the_family_grades_a_last_turn(envs, tool_envs, generated):
+    """Tool mode's rule, against the one-turn env as oracle: any reply sent to ``step`` is final
+    and gets exactly the reward and verdict the family gives a last turn, on every task."""
+    text, _ = generated
+    for key, fence in envs.items():
+        tool = tool_envs[key]
+        _reset(fence, key[1])
+        _reset(tool, key[1])
+        if not _on_host(fence, text):
+            continue
+        _, reward, terminated, _, info = fence.step(text)
+        _, tool_reward, tool_terminated, _, tool_info = tool.step(text)
+        assert (tool_reward, tool_info["verdict"], tool_terminated) == (reward, info["verdict"], terminated), key
+
+
 # ------------------------------------------------------------------ the longer profile (`make test`)
 
 
