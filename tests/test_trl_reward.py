@@ -491,8 +491,9 @@ def _scripted_model(tokenizer, script_for):
     """A one-layer GPT-2 over ``tokenizer``'s vocabulary whose ``generate`` writes, for each row,
     the text ``script_for(decoded input)`` and then EOS: the model still computes every logit and
     TRL still parses, runs and trains on what it wrote (a logits processor keeps one token)."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessor, LogitsProcessorList
+    from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessorList
+
+    from tests.forced_tokens import forced_tokens
 
     config = GPT2Config(vocab_size=len(tokenizer), n_positions=4096, n_embd=16, n_layer=1, n_head=2,
                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.eos_token_id,
@@ -500,24 +501,12 @@ def _scripted_model(tokenizer, script_for):
     model = GPT2LMHeadModel(config)
     generate = model.generate
 
-    class Script(LogitsProcessor):
-        def __init__(self, scripts: list[list[int]], start: int):
-            self.scripts, self.start = scripts, start
-
-        def __call__(self, input_ids, scores):
-            step = input_ids.shape[1] - self.start
-            for row, script in enumerate(self.scripts):
-                token = script[step] if step < len(script) else tokenizer.eos_token_id
-                keep = scores[row, token].clone()
-                scores[row] = -torch.inf
-                scores[row, token] = keep
-            return scores
-
     def scripted(*args, **kwargs):
         input_ids = kwargs["input_ids"]
         scripts = [tokenizer.encode(script_for(tokenizer.decode(ids)), add_special_tokens=False)
                    for ids in input_ids.tolist()]
-        kwargs["logits_processor"] = LogitsProcessorList([Script(scripts, input_ids.shape[1])])
+        kwargs["logits_processor"] = LogitsProcessorList([forced_tokens(dict(enumerate(scripts)), input_ids.shape[1],
+                                                                        tokenizer.eos_token_id)])
         return generate(*args, **kwargs)
 
     model.generate = scripted

@@ -45,23 +45,11 @@ SYSTEM = "You are a careful engineer. Call run_code to compute, then reply with 
 def scripted_first_turn(model, tokenizer, script: list[int]):
     """Wrap ``model.generate``: rows whose prompt holds no tool response yet (the first turn)
     may only produce the tokens of ``script``; the turn after the tool output is free."""
-    import torch
-    from transformers import LogitsProcessor, LogitsProcessorList
+    from transformers import LogitsProcessorList
+
+    from tests.forced_tokens import forced_tokens
 
     generate = model.generate
-
-    class Script(LogitsProcessor):
-        def __init__(self, rows: dict[int, list[int]], start: int):
-            self.rows, self.start = rows, start
-
-        def __call__(self, input_ids, scores):
-            step = input_ids.shape[1] - self.start
-            for row, script in self.rows.items():
-                token = script[step] if step < len(script) else tokenizer.eos_token_id
-                keep = scores[row, token].clone()
-                scores[row] = -torch.inf
-                scores[row, token] = keep
-            return scores
 
     def steered(*args, **kwargs):
         input_ids = kwargs["input_ids"]
@@ -71,7 +59,8 @@ def scripted_first_turn(model, tokenizer, script: list[int]):
             if "<tool_response>" not in text:
                 rows[row] = script
         if rows:
-            kwargs["logits_processor"] = LogitsProcessorList([Script(rows, input_ids.shape[1])])
+            kwargs["logits_processor"] = LogitsProcessorList([forced_tokens(rows, input_ids.shape[1],
+                                                                            tokenizer.eos_token_id)])
         else:  # the turn after the tool output: the model's own, kept short
             kwargs["generation_config"] = copy.deepcopy(kwargs["generation_config"])
             kwargs["generation_config"].max_new_tokens = FINAL_TOKENS
