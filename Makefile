@@ -7,8 +7,10 @@ PY := $(VENV)/bin/python
 CLI := $(VENV)/bin/gym-sysmath
 
 REAL_MODEL := $(VENV)/share/gym-sysmath/smollm2/.installed
+# `gym-sysmath serve` runs from an environment of its own: openenv pins an mcp verifiers cannot share
+SERVE_VENV ?= .venv-serve
 
-.PHONY: setup frameworks docker browser toolchains image test test-fast run bench lint typecheck real-model test-real-model
+.PHONY: serve-venv setup frameworks docker browser toolchains image test test-fast run bench lint typecheck real-model test-real-model
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -39,6 +41,15 @@ $(REAL_MODEL): $(VENV)/.installed-real-model tests/real_model/smollm2.py
 
 real-model: $(REAL_MODEL)
 
+# the package with the serve extra (openenv), editable, in $(SERVE_VENV): `$(SERVE_VENV)/bin/gym-sysmath serve`
+$(SERVE_VENV)/.installed: setup.cfg pyproject.toml
+	python3 -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/python -m pip install -q --upgrade pip
+	$(SERVE_VENV)/bin/python -m pip install -q -e '.[serve]'
+	touch $@
+
+serve-venv: $(SERVE_VENV)/.installed
+
 docker:
 	bash .ci/ensure-docker
 
@@ -55,7 +66,7 @@ toolchains:
 image: setup docker
 	$(CLI) sandbox build --bootstrap
 
-test: image browser frameworks real-model toolchains
+test: image browser frameworks real-model toolchains serve-venv
 	$(PY) -m pytest -q --durations=25
 
 # no Docker daemon (pointed at nothing, so a test that needs one skips), no compilers, no trainers
@@ -67,7 +78,7 @@ run: image
 	$(CLI) eval --all --agent reference --agent random
 
 # the tier, and the trainer tests of test_trl_reward.py (skipped by `make test`, which has no trl)
-test-real-model: image frameworks real-model
+test-real-model: image frameworks real-model serve-venv
 	GYM_SYSMATH_REAL_MODEL=1 $(PY) -m pytest -q -s tests/real_model \
 	    tests/test_trl_reward.py::test_grpo_trainer_runs_a_step_with_the_reward \
 	    tests/test_trl_reward.py::test_scoring_error_gets_no_advantage_under_two_reward_functions_only_when_masked

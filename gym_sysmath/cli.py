@@ -41,6 +41,36 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """``gym-sysmath serve``: one line for what it cannot run with, then serve until drained."""
+    from gym_sysmath.serving.protocol import TOKEN_ENV
+    from gym_sysmath.serving.server import ServeError, ServeSettings
+
+    try:
+        import openenv  # noqa: F401
+    except ImportError:
+        print("gym-sysmath: serve needs the serve extra (openenv), in an environment of its own: "
+              "`make serve-venv`, or `pip install 'gym-sysmath[serve]'` in a venv without verifiers", file=sys.stderr)
+        return 2
+    settings = ServeSettings(env_ids=tuple(args.env_ids), host=args.host, port=args.port,
+                             token=args.token or os.environ.get(TOKEN_ENV) or None, max_sessions=args.max_sessions,
+                             warm=args.warm, sandbox=args.sandbox, idle_timeout_s=args.idle_timeout,
+                             drain_timeout_s=args.drain_timeout)
+    try:
+        settings.check()
+    except ServeError as exc:
+        print(f"gym-sysmath: {exc}", file=sys.stderr)
+        return 2
+    from gym_sysmath.serving.server import serve
+
+    def ready(url: str) -> None:
+        served = ", ".join(settings.env_ids) if settings.env_ids else "every env id"
+        print(f"serving {served} at {url} (OpenEnv WebSocket: {url.replace('http', 'ws', 1)}/ws; "
+              f"health: {url}/health); Ctrl-C or SIGTERM drains", flush=True)
+
+    return serve(settings, ready=ready)
+
+
 def _verify(args: argparse.Namespace) -> int:
     """The family's own verifier, named by its registry row."""
     from gym_sysmath.families import family
@@ -406,6 +436,26 @@ def build_parser() -> argparse.ArgumentParser:
                                              "and the host memory cap. Each line says what to do; exit 1 if "
                                              "any check fails.")
     doctor.set_defaults(func=_doctor)
+
+    serve = commands.add_parser(
+        "serve", help="serve env ids to remote or async trainers (an OpenEnv server)",
+        description="Every env id (or those named) behind one OpenEnv WebSocket server sharing one warm sandbox "
+                    "pool. Clients: gym_sysmath.serving.client.RemoteSysmathEnv, the adapters' remote=, or "
+                    "OpenEnv's EnvClient. A token is required unless bound to loopback. Needs the serve extra.")
+    serve.add_argument("env_ids", nargs="*", metavar="ENV_ID", help="ids to serve (default: every registered id)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8040, help="port (default 8040)")
+    serve.add_argument("--token", help="shared secret clients send as `Authorization: Bearer` (default: "
+                                       "$GYM_SYSMATH_SERVE_TOKEN; required for a non-loopback --host)")
+    serve.add_argument("--max-sessions", type=int, default=512, help="live sessions at most (default 512)")
+    serve.add_argument("--warm", type=int, default=0, help="containers to pre-start and keep warm (default 0)")
+    serve.add_argument("--sandbox", choices=["docker", "process"], default="docker",
+                       help="how served envs run code (default docker; process is unisolated, for debugging)")
+    serve.add_argument("--idle-timeout", type=float, default=1800.0,
+                       help="close a session idle this many seconds between calls (default 1800)")
+    serve.add_argument("--drain-timeout", type=float, default=900.0,
+                       help="on SIGTERM, wait this long for live sessions to close (default 900)")
+    serve.set_defaults(func=_serve)
 
     verify = commands.add_parser("verify", help="re-check a family's task keys independently")
     verify.add_argument("family", choices=sorted(row.name for row in families()))

@@ -46,6 +46,17 @@ def smollm2_tokenizer():
     return AutoTokenizer.from_pretrained(smollm2.FP32_DIR)
 
 
+@pytest.fixture(scope="session")
+def gym_server(docker_available):
+    """One real `gym-sysmath serve` (every id, Docker, two warm containers) for the tests that
+    only need a server to talk to; tests that stop, drain or break a server start their own
+    (tests/served.py)."""
+    from tests.served import running_server
+
+    with running_server("--warm", "2") as server:
+        yield server
+
+
 @pytest.fixture(scope="module")
 def sandbox(docker_available) -> Sandbox:
     box = Sandbox("docker", pool_size=2)

@@ -75,7 +75,9 @@ class PoolStats:
     not be purged clean), not those closed with the pool or trimmed from the reserve;
     ``retries`` counts harness failures absorbed by re-running a job or rebuilding a session
     on a fresh container; ``purges`` counts leases whose container was purged and reused;
-    ``live_workers`` counts the containers that are clean, leased or being purged.
+    ``live_workers`` counts the containers that are clean, leased or being purged; the ``*_now``
+    fields are the moment's capacity (a server's ``/health``): held by rollouts, clean and waiting
+    (the warm reserve), starting, and rollouts queued for a container under a ``pool_size`` cap.
     """
 
     requests: int
@@ -86,6 +88,9 @@ class PoolStats:
     leases: int = 0
     purges: int = 0
     leased_now: int = 0
+    clean_now: int = 0
+    starting_now: int = 0
+    waiting_now: int = 0
 
 
 class Lease:
@@ -487,7 +492,8 @@ class Sandbox:
     def stats(self) -> PoolStats:
         with self._cond:
             return PoolStats(**self._counts, live_workers=len(self._clean) + len(self._leased) + self._purging,
-                             leased_now=len(self._leased))
+                             leased_now=len(self._leased), clean_now=len(self._clean),
+                             starting_now=self._starting, waiting_now=self._waiting)
 
     # ------------------------------------------------------------------ lifetime
 

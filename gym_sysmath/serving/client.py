@@ -1,0 +1,351 @@
+"""Clients of ``gym-sysmath serve``: a served env with the local env's API, blocking or async.
+
+``RemoteSysmathEnv(url, env_id, **env_kwargs)`` is a ``gymnasium.Env`` whose ``reset`` and
+``step`` run on the server (one WebSocket session per env); ``AsyncRemoteSysmathEnv`` is its
+``await``-able twin, with ``AsyncSysmathEnv``'s API. Results are the local env's, value for
+value (the info dict as JSON carries it).
+
+The serving path failing is never a wrong answer: a step whose connection drops, whose server
+dies or does not answer within ``CLIENT_MESSAGE_TIMEOUT_S``, or whose session the server closed
+comes back as the env's own scoring error (reward 0, truncated, ``info["scoring_error"]``), and
+the next ``reset`` opens a new session. A reset that cannot reach the server raises
+``RemoteUnavailable`` (there is no sample yet to drop); what the server refuses (an unknown id,
+a bad filter) raises ``RemoteEnvError`` with the server's message, as ``gym.make`` would.
+
+Needs only ``websockets`` (the ``remote`` extra), not ``openenv``: the wire is OpenEnv's
+protocol, so OpenEnv's own ``EnvClient`` can drive the same server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from gym_sysmath.serving.protocol import (
+    CLIENT_MESSAGE_TIMEOUT_S,
+    EXPIRED_PREFIX,
+    SERVER_CHOSEN_KWARGS,
+    TOKEN_ENV,
+    jsonable,
+    remote_scoring_error,
+)
+from gym_sysmath.spaces import text_space
+
+__all__ = ["AsyncRemoteSysmathEnv", "RemoteEnvError", "RemoteSysmathEnv", "RemoteUnavailable", "server_health"]
+
+StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+class RemoteEnvError(RuntimeError):
+    """The server refused a call (what the local env would have raised), with its message."""
+
+
+class RemoteUnavailable(ConnectionError):
+    """The server could not be reached, refused the token, or is draining."""
+
+
+def _urls(url: str) -> tuple[str, str]:
+    """(http base, ws endpoint) for a server URL given as http(s):// or ws(s)://."""
+    base = url.rstrip("/")
+    if base.endswith("/ws"):
+        base = base[:-3]
+    if base.startswith("ws"):
+        base = "http" + base[2:]
+    if not base.startswith(("http://", "https://")):
+        raise ValueError(f"a server URL starts with http://, https://, ws:// or wss://, got {url!r}")
+    return base, "ws" + base[4:] + "/ws"
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def server_health(url: str, *, token: str | None = None, timeout_s: float = 10.0) -> dict[str, Any]:
+    """The server's ``/health``: status, live sessions, the pool's capacity, served task sets."""
+    base, _ = _urls(url)
+    request = urllib.request.Request(base + "/health", headers=_headers(token))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return dict(json.loads(response.read()))
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise RemoteUnavailable(f"cannot reach the gym-sysmath server at {base}: {exc}") from exc
+
+
+class _Codec:
+    """The messages of one session and how to read the replies (shared by both clients)."""
+
+    def __init__(self, url: str, env_id: str | None, token: str | None, env_kwargs: Mapping[str, Any]):
+        refused = sorted(SERVER_CHOSEN_KWARGS & set(env_kwargs))
+        if refused:
+            raise ValueError(f"{refused} are chosen by the server (`gym-sysmath serve --sandbox ...`), not the client")
+        self.base, self.ws_url = _urls(url)
+        self.env_id, self.env_kwargs = env_id, jsonable(dict(env_kwargs))
+        self.headers = _headers(token)
+        self.last_info: dict[str, Any] = {}
+        self.in_episode = False
+
+    def reset_message(self, seed: int | None, options: Mapping[str, Any] | None) -> str:
+        data = {"env_id": self.env_id, "env_kwargs": self.env_kwargs, "seed": seed,
+                "options": jsonable(dict(options)) if options else None}
+        return json.dumps({"type": "reset", "data": data})
+
+    @staticmethod
+    def step_message(action: Any) -> str:
+        """The action as sent; one JSON cannot carry (bytes, an object) goes as a marker the env
+        refuses with its format error for a non-str action, as it refuses the action itself."""
+        try:
+            if isinstance(action, (str, int, float, bool, list, dict)) or action is None:
+                return json.dumps({"type": "step", "data": {"text": action}}, allow_nan=False)
+        except (TypeError, ValueError):
+            pass
+        return json.dumps({"type": "step", "data": {"text": {"unsendable": type(action).__name__}}})
+
+    @staticmethod
+    def read(raw: str | bytes) -> dict[str, Any]:
+        message = json.loads(raw)
+        data = message.get("data") or {}
+        if message.get("type") == "error":
+            raise RemoteEnvError(str(data.get("message", data)))
+        return dict(data)
+
+    def reset_result(self, data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        observation = data["observation"]
+        self.last_info, self.in_episode = dict(observation.get("info", {})), True
+        return str(observation.get("text", "")), dict(self.last_info)
+
+    def step_result(self, data: Mapping[str, Any]) -> StepResult:
+        observation = data["observation"]
+        info = dict(observation.get("info", {}))
+        self.last_info = info
+        reward = data.get("reward")
+        return (str(observation.get("text", "")), float(reward if reward is not None else 0.0),
+                bool(observation.get("terminated", False)), bool(observation.get("truncated", False)), info)
+
+    def lost(self, why: str) -> StepResult:
+        """A step the serving path lost: the env's scoring-error shape; the episode is over."""
+        self.in_episode = False
+        info = self.last_info
+        return remote_scoring_error(f"gym-sysmath server {self.base}: {why}", task_id=info.get("task_id"),
+                                    family=info.get("family"), turn=info.get("turn"))
+
+    def unreachable(self, exc: BaseException) -> RemoteUnavailable:
+        text = str(exc)
+        if "401" in text:
+            return RemoteUnavailable(f"the gym-sysmath server at {self.base} refused the token: pass token= or set "
+                                     f"{TOKEN_ENV} (the value given to `gym-sysmath serve --token`)")
+        if "503" in text:
+            return RemoteUnavailable(f"the gym-sysmath server at {self.base} is draining and takes no new sessions")
+        return RemoteUnavailable(f"cannot open a session on the gym-sysmath server at {self.base}: {exc}")
+
+
+def _is_lost_session(error: RemoteEnvError) -> bool:
+    return str(error).startswith(EXPIRED_PREFIX)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """What a dropped, refused or silent connection raises (``websockets`` imported on use)."""
+    from websockets.exceptions import WebSocketException
+
+    return (OSError, TimeoutError, EOFError, WebSocketException)
+
+
+class RemoteSysmathEnv(gym.Env):
+    """A served env: ``gymnasium.Env`` whose episodes run on a ``gym-sysmath serve`` server.
+
+    Args:
+        url: the server, e.g. ``http://10.0.0.5:8040`` (``ws://`` works too).
+        env_id: the id to play (may be omitted when the server serves one id).
+        token: the server's token; default ``GYM_SYSMATH_SERVE_TOKEN`` from the environment.
+        message_timeout_s: how long one reply may take before the step counts as lost.
+        **env_kwargs: ``gym.make`` arguments (filters, difficulty, split, max_turns...), sent
+            with every reset; ``sandbox`` and ``pool_size`` are the server's.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, url: str, env_id: str | None = None, *, token: str | None = None,
+                 connect_timeout_s: float = 30.0, message_timeout_s: float = CLIENT_MESSAGE_TIMEOUT_S,
+                 **env_kwargs: Any):
+        from gym_sysmath.env import MAX_ACTION_CHARS, MAX_OBSERVATION_CHARS
+
+        self.codec = _Codec(url, env_id, token, env_kwargs)
+        self.connect_timeout_s, self.message_timeout_s = connect_timeout_s, message_timeout_s
+        self.observation_space = text_space(MAX_OBSERVATION_CHARS)
+        self.action_space = text_space(MAX_ACTION_CHARS)
+        self._socket: Any = None
+
+    def _open(self) -> Any:
+        from websockets.sync.client import connect
+
+        if self._socket is None:
+            try:
+                connection = connect(self.codec.ws_url, additional_headers=self.codec.headers,
+                                     open_timeout=self.connect_timeout_s, max_size=None,
+                                     ping_interval=20.0, ping_timeout=60.0)
+                self._socket = connection.__enter__()  # held across calls; `_drop` closes it
+            except Exception as exc:  # refused, unreachable, a 401/503 handshake
+                raise self.codec.unreachable(exc) from exc
+        return self._socket
+
+    def _call(self, message: str) -> dict[str, Any]:
+        socket = self._open()
+        socket.send(message)
+        return self.codec.read(socket.recv(timeout=self.message_timeout_s))
+
+    def _drop(self) -> None:
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            try:
+                socket.close()
+            except Exception:  # already gone
+                pass
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        message = self.codec.reset_message(seed, options)
+        for attempt in (1, 2):  # a session that died between episodes is replaced once
+            try:
+                return self.codec.reset_result(self._call(message))
+            except RemoteUnavailable:
+                raise
+            except RemoteEnvError as exc:
+                if not _is_lost_session(exc) or attempt == 2:
+                    raise
+            except _transport_errors() as exc:
+                if attempt == 2:
+                    raise self.codec.unreachable(exc) from exc
+            self._drop()
+        raise AssertionError("unreachable")
+
+    def step(self, action: Any) -> StepResult:
+        if not self.codec.in_episode:
+            raise RuntimeError("step before reset (or after a lost step): call reset first")
+        try:
+            return self.codec.step_result(self._call(self.codec.step_message(action)))
+        except RemoteEnvError as exc:
+            if not _is_lost_session(exc):
+                raise
+            why = str(exc)
+        except TimeoutError:
+            why = f"no reply within {self.message_timeout_s:.0f} s"
+        except _transport_errors() as exc:  # the connection dropped, the server died
+            why = f"the connection was lost mid-step ({type(exc).__name__}: {exc})"
+        self._drop()
+        return self.codec.lost(why)
+
+    def close(self) -> None:
+        if self._socket is not None:
+            try:
+                self._socket.send(json.dumps({"type": "close", "data": {}}))
+            except Exception:  # already gone
+                pass
+        self._drop()
+
+    def __repr__(self) -> str:
+        return f"RemoteSysmathEnv({self.codec.base!r}, {self.codec.env_id!r})"
+
+
+class AsyncRemoteSysmathEnv:
+    """``RemoteSysmathEnv`` for asyncio callers: ``await reset()``, ``await step()``, ``await close()``
+    (``AsyncSysmathEnv``'s API), without a thread per episode."""
+
+    def __init__(self, url: str, env_id: str | None = None, *, token: str | None = None,
+                 connect_timeout_s: float = 30.0, message_timeout_s: float = CLIENT_MESSAGE_TIMEOUT_S,
+                 **env_kwargs: Any):
+        import asyncio
+
+        self.codec = _Codec(url, env_id, token, env_kwargs)
+        self.connect_timeout_s, self.message_timeout_s = connect_timeout_s, message_timeout_s
+        self._socket: Any = None
+        self._busy = asyncio.Lock()
+        self.closed = False
+
+    async def _open(self) -> Any:
+        from websockets.asyncio.client import connect
+
+        if self._socket is None:
+            try:
+                self._socket = await connect(self.codec.ws_url, additional_headers=self.codec.headers,
+                                             open_timeout=self.connect_timeout_s, max_size=None,
+                                             ping_interval=20.0, ping_timeout=60.0)
+            except Exception as exc:
+                raise self.codec.unreachable(exc) from exc
+        return self._socket
+
+    async def _call(self, message: str) -> dict[str, Any]:
+        import asyncio
+
+        socket = await self._open()
+        await socket.send(message)
+        return self.codec.read(await asyncio.wait_for(socket.recv(), self.message_timeout_s))
+
+    async def _drop(self) -> None:
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            try:
+                await socket.close()
+            except Exception:
+                pass
+
+    async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+                    ) -> tuple[str, dict[str, Any]]:
+        message = self.codec.reset_message(seed, options)
+        async with self._busy:
+            if self.closed:
+                raise RuntimeError("this AsyncRemoteSysmathEnv is closed")
+            for attempt in (1, 2):
+                try:
+                    return self.codec.reset_result(await self._call(message))
+                except RemoteUnavailable:
+                    raise
+                except RemoteEnvError as exc:
+                    if not _is_lost_session(exc) or attempt == 2:
+                        raise
+                except _transport_errors() as exc:
+                    if attempt == 2:
+                        raise self.codec.unreachable(exc) from exc
+                await self._drop()
+        raise AssertionError("unreachable")
+
+    async def step(self, action: Any) -> StepResult:
+        async with self._busy:
+            if not self.codec.in_episode:
+                raise RuntimeError("step before reset (or after a lost step): call reset first")
+            try:
+                return self.codec.step_result(await self._call(self.codec.step_message(action)))
+            except RemoteEnvError as exc:
+                if not _is_lost_session(exc):
+                    raise
+                why = str(exc)
+            except TimeoutError:
+                why = f"no reply within {self.message_timeout_s:.0f} s"
+            except _transport_errors() as exc:
+                why = f"the connection was lost mid-step ({type(exc).__name__}: {exc})"
+            await self._drop()
+            return self.codec.lost(why)
+
+    async def close(self) -> None:
+        async with self._busy:
+            self.closed = True
+            if self._socket is not None:
+                try:
+                    await self._socket.send(json.dumps({"type": "close", "data": {}}))
+                except Exception:
+                    pass
+            await self._drop()
+
+    async def __aenter__(self) -> AsyncRemoteSysmathEnv:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncRemoteSysmathEnv({self.codec.base!r}, {self.codec.env_id!r})"

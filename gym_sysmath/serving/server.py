@@ -1,0 +1,403 @@
+"""``gym-sysmath serve``: every env id behind one OpenEnv server, for trainers on other machines or
+in other processes (TRL's ``environment_factory``, async rollout loops, Ray workers).
+
+One WebSocket session (OpenEnv's ``/ws``) is one env at a time: ``reset`` with ``env_id``,
+``env_kwargs``, ``seed`` and ``options`` makes it (or reuses it when those match), ``step`` plays
+the episode, closing the socket gives its container back. Every session's env shares this
+process's warm sandbox pool, which the server holds for its whole life (``--warm N`` pre-starts
+N containers), so a trainer that restarts does not pay for the reserve again.
+
+What OpenEnv's server leaves to us, and this module adds:
+
+- **A token** (``--token`` or ``GYM_SYSMATH_SERVE_TOKEN``, sent as ``Authorization: Bearer``) on
+  every route but ``/health``; refusing to start on a non-loopback address without one.
+- **``/health`` with capacity**: live sessions, calls in flight, the pool's leased containers,
+  warm reserve, starts and queue, and the served task sets (clients check a dataset row's
+  ``task_set`` against them).
+- **Timeouts that fit the lease wait**: no idle reaper that could close a session in the middle
+  of a step; ours closes only sessions idle between calls for ``--idle-timeout`` seconds, and
+  clients wait ``CLIENT_MESSAGE_TIMEOUT_S`` for a reply (above the 300 s lease wait).
+- **Graceful drain**: SIGTERM, the first Ctrl-C or ``POST /drain`` refuses new sessions and
+  waits for the live ones to close (``--drain-timeout``), then exits; a second Ctrl-C stops now.
+- **No stateless routes**: OpenEnv's production mode, so no HTTP ``/reset`` or ``/step`` makes a
+  throwaway env outside the session count.
+
+``openenv`` is imported here only (the ``serve`` extra, in an environment of its own: it pins an
+``mcp`` that verifiers cannot share); the client (``client.py``) needs only ``websockets``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from gym_sysmath.serving.protocol import DEFAULT_PORT, EXPIRED_PREFIX, SERVER_CHOSEN_KWARGS, jsonable
+
+__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_SESSIONS", "OPEN_PATHS", "ServeError",
+           "ServeSettings", "build_app", "health", "is_loopback", "serve", "start_drain"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_SESSIONS = 512
+#: a session idle (between calls) this long is closed and its container handed back
+DEFAULT_IDLE_TIMEOUT_S = 1800.0
+DEFAULT_DRAIN_TIMEOUT_S = 900.0
+#: paths a caller without the token may use: a load balancer's probe must not need the secret
+OPEN_PATHS = frozenset({"/health"})
+
+
+class ServeError(ValueError):
+    """A setting the server cannot run with (one line for the CLI)."""
+
+
+@dataclass
+class ServeSettings:
+    """How ``gym-sysmath serve`` runs; the CLI's flags, one field each."""
+
+    env_ids: tuple[str, ...] = ()  # the ids served; empty: every registered id
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token: str | None = None
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    warm: int = 0  # containers pre-started and kept warm for the server's life
+    sandbox: str = "docker"
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
+
+    def check(self) -> None:
+        """Refuse what would serve unsafely or not at all (``ServeError``, one line)."""
+        import gym_sysmath  # noqa: F401  (registers the ids)
+        from gym_sysmath.families import all_ids
+
+        unknown = [env_id for env_id in self.env_ids if env_id not in all_ids()]
+        if unknown:
+            raise ServeError(f"unknown env id(s) {unknown}; served ids are {list(all_ids())}")
+        if not self.token and not is_loopback(self.host):
+            raise ServeError(f"--host {self.host} is reachable from other machines: give a --token (or set "
+                             "GYM_SYSMATH_SERVE_TOKEN); without one the server binds only to loopback")
+        if self.max_sessions < 1:
+            raise ServeError(f"--max-sessions must be at least 1, got {self.max_sessions}")
+        if self.warm < 0:
+            raise ServeError(f"--warm must be 0 or more, got {self.warm}")
+        if self.idle_timeout_s <= 0 or self.drain_timeout_s < 0:
+            raise ServeError("--idle-timeout must be positive and --drain-timeout 0 or more")
+
+    def served_ids(self) -> tuple[str, ...]:
+        from gym_sysmath.families import all_ids
+
+        return self.env_ids or all_ids()
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class _Board:
+    """What the server knows about its sessions, for ``/health``, the idle reaper and the drain."""
+
+    settings: ServeSettings
+    draining: bool = False
+    drain_started: float | None = None
+    calls_in_flight: int = 0
+    envs: set[Any] = field(default_factory=set)  # every live _ServedEnv
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    sandbox: Any = None  # the pool held for the server's life
+
+
+def _served_env_class(board: _Board) -> tuple[type, type, type]:
+    """The OpenEnv Environment, Action and Observation classes (``openenv`` imported here)."""
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import Action, Observation, State
+    from pydantic import Field
+
+    class SysmathAction(Action):
+        """One reply of the agent: the text ``env.step`` takes."""
+
+        #: Any JSON value, passed to ``env.step`` as sent: a non-string gets the env's own format error
+        text: Any = Field(description="the agent's reply (an answer, or a fenced code block for a tool turn)")
+
+    class SysmathObservation(Observation):
+        """``env.reset`` / ``env.step``'s results; ``done`` is ``terminated or truncated``."""
+
+        text: str = Field(default="", description="the env's observation")
+        info: dict[str, Any] = Field(default_factory=dict, description="the env's info dict")
+        terminated: bool = False
+        truncated: bool = False
+
+    class SysmathServedEnv(Environment):
+        """One session's env: made on its first reset, remade when the id or kwargs change."""
+
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.env: gym.Env | None = None
+            self.made_with: tuple[str, str] | None = None
+            self.idle_since = time.monotonic()
+            self.expired: str | None = None
+            self.steps = 0
+            self.episode_id: str | None = None
+            self._call = threading.Lock()
+            with board.lock:
+                board.envs.add(self)
+
+        def _enter(self) -> None:
+            if self.expired:  # the client opens a new session (client.py: EXPIRED_PREFIX)
+                raise RuntimeError(self.expired)
+            with board.lock:
+                board.calls_in_flight += 1
+            self.idle_since = float("inf")
+
+        def _leave(self) -> None:
+            with board.lock:
+                board.calls_in_flight -= 1
+            self.idle_since = time.monotonic()
+
+        def reset(self, seed: int | None = None, episode_id: str | None = None, env_id: str | None = None,
+                  env_kwargs: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None,
+                  **unknown: Any) -> SysmathObservation:
+            if unknown:
+                raise ValueError(f"reset takes env_id, env_kwargs, seed and options, not {sorted(unknown)}")
+            with self._call:
+                self._enter()
+                try:
+                    env = self._env_for(env_id, dict(env_kwargs or {}))
+                    observation, info = env.reset(seed=seed, options=dict(options) if options else None)
+                finally:
+                    self._leave()
+            self.steps, self.episode_id = 0, episode_id
+            return SysmathObservation(text=observation, info=jsonable(info), reward=None, done=False)
+
+        def _env_for(self, env_id: str | None, env_kwargs: dict[str, Any]) -> gym.Env:
+            served = board.settings.served_ids()
+            if env_id is None:
+                if len(served) != 1:
+                    raise ValueError(f"reset needs an env_id: this server serves {list(served)}")
+                env_id = served[0]
+            if env_id not in served:
+                import difflib
+
+                close = difflib.get_close_matches(env_id, served, 1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"this server does not serve {env_id!r}{hint}; it serves {list(served)}")
+            refused = sorted(SERVER_CHOSEN_KWARGS & set(env_kwargs))
+            if refused:
+                raise ValueError(f"env_kwargs {refused} are the server's to choose (it runs sandbox="
+                                 f"{board.settings.sandbox!r}); leave them out")
+            key = (env_id, json.dumps(jsonable(env_kwargs), sort_keys=True))
+            if self.env is None or self.made_with != key:
+                self._close_env()
+                self.env = gym.make(env_id, sandbox=board.settings.sandbox, **env_kwargs)
+                self.made_with = key
+            return self.env
+
+        def step(self, action: SysmathAction, timeout_s: float | None = None, **_: Any) -> SysmathObservation:
+            with self._call:
+                if self.env is None and not self.expired:
+                    raise RuntimeError("step before reset: reset the session with an env_id first")
+                self._enter()
+                try:
+                    assert self.env is not None
+                    observation, reward, terminated, truncated, info = self.env.step(action.text)
+                finally:
+                    self._leave()
+            self.steps += 1
+            return SysmathObservation(text=observation, info=jsonable(info), reward=float(reward),
+                                      done=bool(terminated or truncated), terminated=bool(terminated),
+                                      truncated=bool(truncated))
+
+        @property
+        def state(self) -> State:
+            return State(episode_id=self.episode_id, step_count=self.steps)
+
+        def _close_env(self) -> None:
+            if self.env is not None:
+                env, self.env, self.made_with = self.env, None, None
+                env.close()
+
+        def expire(self, reason: str, idle_timeout_s: float) -> None:
+            """Close an idle session's env (its container goes back); its next call fails with ``reason``."""
+            with self._call:
+                if time.monotonic() - self.idle_since <= idle_timeout_s:  # a call came in meanwhile
+                    return
+                self.expired = reason
+                self._close_env()
+
+        def close(self) -> None:
+            with self._call:
+                self._close_env()
+            with board.lock:
+                board.envs.discard(self)
+
+    return SysmathServedEnv, SysmathAction, SysmathObservation
+
+
+class _Gate:
+    """ASGI middleware: the token on every route but ``/health``, and no new session while draining."""
+
+    def __init__(self, app: Callable[..., Any], board: _Board):
+        self.app, self.board = app, board
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+            return await self.app(scope, receive, send)
+        token = self.board.settings.token
+        if token and not hmac.compare_digest(_bearer(scope).encode(), token.encode()):
+            return await _refuse(scope, send, 401, "a valid token is required (Authorization: Bearer TOKEN)")
+        if self.board.draining and scope["type"] == "websocket":
+            return await _refuse(scope, send, 503, "the server is draining: it takes no new sessions")
+        return await self.app(scope, receive, send)
+
+
+def _bearer(scope: Mapping[str, Any]) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            text = value.decode("latin-1")
+            return text[7:].strip() if text[:7].lower() == "bearer " else ""
+    return ""
+
+
+async def _refuse(scope: Mapping[str, Any], send: Callable[..., Any], status: int, message: str) -> None:
+    body = json.dumps({"detail": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+    elif "websocket.http.response" in scope.get("extensions", {}):  # a real status the client can read
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": 1008 if status == 401 else 1013, "reason": message[:120]})
+
+
+def health(board: _Board, server: Any) -> dict[str, Any]:
+    """``/health``: OpenEnv's ``status`` plus the capacity a router or an operator reads."""
+    from gym_sysmath.families import family_of, task_set
+
+    stats = board.sandbox.stats() if board.sandbox is not None else None
+    served = board.settings.served_ids()
+    families = sorted({row.name for row in (family_of(env_id) for env_id in served) if row is not None})
+    with board.lock:
+        in_flight, envs = board.calls_in_flight, len(board.envs)
+    return {
+        "status": "draining" if board.draining else "healthy",
+        "sessions": server.active_sessions,
+        "max_sessions": board.settings.max_sessions,
+        "calls_in_flight": in_flight,
+        "envs": envs,
+        "pool": None if stats is None else {
+            "backend": board.settings.sandbox, "leased": stats.leased_now, "reserve": stats.clean_now,
+            "starting": stats.starting_now, "queued": stats.waiting_now, "warm_target": board.settings.warm},
+        "env_ids": list(served),
+        "task_sets": {name: task_set(name) for name in families},
+        "idle_timeout_s": board.settings.idle_timeout_s,
+    }
+
+
+def build_app(settings: ServeSettings) -> tuple[Any, _Board, Any]:
+    """The ASGI app (gated), its board, and OpenEnv's ``HTTPEnvServer`` (for the session count)."""
+    from fastapi import FastAPI
+    from openenv.core.env_server.http_server import HTTPEnvServer
+    from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
+
+    board = _Board(settings)
+    env_class, action_class, observation_class = _served_env_class(board)
+    app = FastAPI(title="gym-sysmath env server", version="1",
+                  description="Every gym-sysmath env id over OpenEnv's WebSocket protocol (/ws).")
+    server = HTTPEnvServer(env_class, action_class, observation_class,
+                           concurrency_config=ConcurrencyConfig(max_concurrent_envs=settings.max_sessions,
+                                                                session_timeout=None),
+                           env_name="gym-sysmath")
+
+    @app.get("/health")
+    async def _health() -> dict[str, Any]:
+        return health(board, server)
+
+    @app.post("/drain")
+    async def _drain() -> dict[str, Any]:
+        start_drain(board)
+        return health(board, server)
+
+    server.register_routes(app, mode=ServerMode.PRODUCTION)  # our /health is registered first and wins
+    return _Gate(app, board), board, server
+
+
+def start_drain(board: _Board) -> None:
+    if not board.draining:
+        board.draining, board.drain_started = True, time.monotonic()
+        logger.warning("draining: no new sessions; waiting for the live ones to close")
+
+
+async def _watch(board: _Board, server: Any, uvicorn_server: Any) -> None:
+    """Close idle sessions; end the process when a drain has no live session left (or timed out)."""
+    settings = board.settings
+    while not uvicorn_server.should_exit:
+        await asyncio.sleep(0.2)
+        now = time.monotonic()
+        with board.lock:
+            idle = [env for env in board.envs if now - env.idle_since > settings.idle_timeout_s and not env.expired]
+        for env in idle:
+            reason = (f"{EXPIRED_PREFIX}idle for over {settings.idle_timeout_s:.0f} s (--idle-timeout); its "
+                      "container went back to the pool: open a new session")
+            await asyncio.get_running_loop().run_in_executor(None, env.expire, reason, settings.idle_timeout_s)
+        if board.draining and board.drain_started is not None:
+            waited = now - board.drain_started
+            if server.active_sessions == 0 or waited > settings.drain_timeout_s:
+                logger.warning("drained: %d session(s) still open after %.1f s", server.active_sessions, waited)
+                uvicorn_server.should_exit = True
+
+
+def serve(settings: ServeSettings, *, ready: Callable[[str], None] | None = None) -> int:
+    """Run the server until drained; ``ready(url)`` is called once it listens. Returns an exit code."""
+    import uvicorn
+
+    from gym_sysmath.sandbox.pool import acquire_shared, release_shared
+
+    settings.check()
+    app, board, server = build_app(settings)
+    board.sandbox = acquire_shared(settings.sandbox)
+    if settings.warm:
+        threading.Thread(target=board.sandbox.prestart, args=(settings.warm, 600.0), daemon=True,
+                         name="gym-sysmath-serve-warm").start()
+
+    class DrainingServer(uvicorn.Server):
+        """First SIGTERM/SIGINT drains; a second SIGINT stops at once (uvicorn's own)."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if not board.draining:
+                start_drain(board)
+                return
+            super().handle_exit(sig, frame)
+
+        async def startup(self, sockets: Sequence[Any] | None = None) -> None:
+            await super().startup(sockets=list(sockets) if sockets is not None else None)
+            asyncio.get_running_loop().create_task(_watch(board, server, self))
+            if ready is not None:
+                ready(f"http://{settings.host}:{settings.port}")
+
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+                            ws_ping_interval=20.0, ws_ping_timeout=60.0, ws_max_size=64 * 1024 * 1024,
+                            timeout_graceful_shutdown=5)
+    runner = DrainingServer(config)
+    try:
+        runner.run()
+    finally:
+        release_shared(board.sandbox)
+    return 0 if runner.started else 1
+
