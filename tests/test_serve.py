@@ -242,15 +242,15 @@ def test_server_killed_mid_step_is_a_scoring_error_then_reset_says_unreachable(t
 
 
 def test_idle_session_is_closed_and_the_next_step_is_a_scoring_error(tmp_path) -> None:
-    with running_server("LinearAlgebra-v0", "--sandbox", "process", "--idle-timeout", "1", tmp_dir=tmp_path) as server:
-        with RemoteSysmathEnv(server.url) as env:
-            env.reset(seed=0)
-            time.sleep(2.5)
-            result = env.step("ANSWER: 1")
-            _assert_scoring_error(result)
-            assert EXPIRED_PREFIX in result[4]["scoring_error"]
-            env.reset(seed=0)  # a new session
-            assert env.step("ANSWER: 1")[4]["verdict"] in ("wrong_answer", "correct", "format_error")
+    flags = ("LinearAlgebra-v0", "--sandbox", "process", "--idle-timeout", "1")
+    with running_server(*flags, tmp_dir=tmp_path) as server, RemoteSysmathEnv(server.url) as env:
+        env.reset(seed=0)
+        time.sleep(2.5)
+        result = env.step("ANSWER: 1")
+        _assert_scoring_error(result)
+        assert EXPIRED_PREFIX in result[4]["scoring_error"]
+        env.reset(seed=0)  # a new session
+        assert env.step("ANSWER: 1")[4]["verdict"] in ("wrong_answer", "correct", "format_error")
 
 
 # ---------------------------------------------------------------- token, capacity, drain, refusals
@@ -292,7 +292,7 @@ def test_sessions_beyond_max_sessions_are_refused_with_the_reason(guarded_server
     second.reset(seed=1)
     assert guarded_server.health()["sessions"] == 2
     third = RemoteSysmathEnv(url, token=token)
-    with pytest.raises((RemoteEnvError, RemoteUnavailable), match="(?i)capacity|max"):
+    with pytest.raises((RemoteEnvError, RemoteUnavailable), match=r"(?i)capacity|max"):
         third.reset(seed=2)
     first.close()
     deadline = time.monotonic() + 10
@@ -307,15 +307,15 @@ def test_sessions_beyond_max_sessions_are_refused_with_the_reason(guarded_server
 def test_a_client_may_not_choose_the_server_sandbox(guarded_server) -> None:
     with pytest.raises(ValueError, match="chosen by the server"):
         RemoteSysmathEnv(guarded_server.url, token="s3cret-token", sandbox="process")
-    with pytest.raises(RemoteEnvError, match="does not serve 'CsappExact-v0'"):
-        with RemoteSysmathEnv(guarded_server.url, "CsappExact-v0", token="s3cret-token") as env:
-            env.reset(seed=0)
+    with (pytest.raises(RemoteEnvError, match="does not serve 'CsappExact-v0'"),
+          RemoteSysmathEnv(guarded_server.url, "CsappExact-v0", token="s3cret-token") as env):
+        env.reset(seed=0)
 
 
 def test_drain_refuses_new_sessions_and_finishes_the_live_ones(tmp_path) -> None:
     with running_server("LinearAlgebra-v0", "--sandbox", "process", tmp_dir=tmp_path) as server:
         live = RemoteSysmathEnv(server.url)
-        _, info = live.reset(seed=4)
+        live.reset(seed=4)
         server.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 10
         while server.health()["status"] != "draining" and time.monotonic() < deadline:
@@ -345,3 +345,16 @@ def test_serve_refuses_what_it_cannot_run_with_in_one_line(flags, message) -> No
                           text=True, timeout=120, env=environment)
     assert done.returncode == 2
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.docker
+def test_remote_rollouts_example_runs_against_a_server(gym_server) -> None:
+    """examples/remote_rollouts.py, as the docs run it: every episode scored, none lost."""
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "remote_rollouts.py"
+    done = subprocess.run([sys.executable, str(example), "--url", gym_server.url, "--episodes", "4"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("4 episodes: {'wrong_answer': 4}"), done.stdout
