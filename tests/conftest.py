@@ -132,6 +132,7 @@ DOCKER_FIXTURES = frozenset({"docker_available", "sandbox"})
 SLOW_TESTS = (
     "tests/test_compgeom_harness.py::",  # builds every fixture with the host g++ and rustc
     "tests/test_ray_rollouts.py::",
+    "tests/test_ray_service.py::",  # a three-node Ray cluster on this machine
     "tests/test_notebook.py::",
     "tests/test_eval_llm.py::",  # a browser, SIGINT to a subprocess, a server that replies late
     # the framework integrations: importing torch, transformers, TRL, verl, Ray... takes seconds

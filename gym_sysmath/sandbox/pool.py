@@ -793,6 +793,13 @@ def acquire_shared(backend: str = "docker", pool_size: int | None = None) -> San
         return sandbox
 
 
+def shared_pools() -> list[tuple[str, int | None, Sandbox]]:
+    """This process's shared sandboxes as (backend, pool_size, sandbox): what a server or a Ray
+    node reports as its capacity."""
+    with _shared_lock:
+        return [(backend, size, sandbox) for (backend, size), (sandbox, _) in _shared.items()]
+
+
 def release_shared(sandbox: Sandbox) -> None:
     with _shared_lock:
         for key, (shared, count) in list(_shared.items()):
