@@ -10,7 +10,9 @@ from the serve environment (``make serve-venv``) on a free loopback port.
    answer; how many completed, how many ended in a scoring error or an exception (target: all
    complete, none lost), and the worst stall of the client's loop.
 4. **Warm tool turns**: the same live sessions keep stepping ``print(1)`` for ``--seconds``:
-   tool turns per second through the server.
+   tool turns per second through the server, and the CPU each turn costs: the server process,
+   this client, and the rest of the machine (the containers, dockerd, containerd's shims), so
+   the figure says what bounds the rate on a machine of this many cores.
 
     python benchmarks/serving.py [--steps 300] [--new 128] [--sessions 256] [--warm 128] [--seconds 10]
 """
@@ -34,6 +36,19 @@ from gym_sysmath.serving.client import AsyncRemoteSysmathEnv, RemoteSysmathEnv
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = "```python\nprint(1)\n```"
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has spent busy (all cores), from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def load() -> str:
@@ -87,7 +102,7 @@ async def first_code_steps(url: str, count: int) -> dict[str, Any]:
             "failed": [repr(outcome)[:200] for outcome in outcomes if outcome != "ok"][:5]}
 
 
-async def concurrent_sessions(url: str, count: int, seconds: float) -> dict[str, Any]:
+async def concurrent_sessions(url: str, count: int, seconds: float, server_pid: int) -> dict[str, Any]:
     stop = asyncio.Event()
     watcher = asyncio.create_task(worst_stall(stop))
     envs = [AsyncRemoteSysmathEnv(url, "CsappExact-v0", max_turns=10_000) for _ in range(count)]
@@ -122,13 +137,21 @@ async def concurrent_sessions(url: str, count: int, seconds: float) -> dict[str,
             counts["turns"] += 1
 
     turn_start = time.perf_counter()
+    cpu_before = (process_cpu_s(server_pid), process_cpu_s(os.getpid()), machine_busy_s())
     await asyncio.gather(*(turns(env) for env in envs))
     turn_s = time.perf_counter() - turn_start
+    server_cpu, client_cpu, busy = (after - before for after, before in zip(
+        (process_cpu_s(server_pid), process_cpu_s(os.getpid()), machine_busy_s()), cpu_before, strict=True))
+    per_turn = 1000 / max(1, counts["turns"])
+    cpu_ms_per_turn = {"server": round(server_cpu * per_turn, 3), "client": round(client_cpu * per_turn, 3),
+                       "rest_of_machine": round((busy - server_cpu - client_cpu) * per_turn, 3),
+                       "cores_busy": round(busy / turn_s, 2), "cores": os.cpu_count()}
     await asyncio.gather(*(env.close() for env in envs))
     stop.set()
     return {"sessions": count, "all_first_steps_s": round(first_s, 2), "completed": counts["completed"],
             "scoring_errors": counts["scoring_errors"], "exceptions": counts["exceptions"],
-            "warm_turns_per_s": round(counts["turns"] / turn_s, 1), "client_worst_stall_ms": round(
+            "warm_turns_per_s": round(counts["turns"] / turn_s, 1), "cpu_ms_per_turn": cpu_ms_per_turn,
+            "client_worst_stall_ms": round(
                 1000 * await watcher, 1), "load": load(), "errors": errors[:5]}
 
 
@@ -149,15 +172,17 @@ def main() -> None:
     with running_server("--warm", str(args.warm), "--max-sessions", str(max(args.sessions, args.new) + 8),
                         start_timeout_s=300) as server:
         deadline = time.monotonic() + 600
-        while server.health()["pool"]["reserve"] < args.warm and time.monotonic() < deadline:
+        while not server.health()["ready"] and time.monotonic() < deadline:  # primed, the reserve warm
             time.sleep(1)
         figures["warm_reserve"] = server.health()["pool"]
         figures["answer_only"] = answer_overhead(server.url, args.steps)
         print(json.dumps({"answer_only": figures["answer_only"]}), flush=True)
         figures["first_code_step"] = asyncio.run(first_code_steps(server.url, args.new))
         print(json.dumps({"first_code_step": figures["first_code_step"]}), flush=True)
-        figures["concurrent"] = asyncio.run(concurrent_sessions(server.url, args.sessions, args.seconds))
-        print(json.dumps({"concurrent": figures["concurrent"]}), flush=True)
+        if args.sessions:
+            figures["concurrent"] = asyncio.run(concurrent_sessions(server.url, args.sessions, args.seconds,
+                                                                      server.process.pid))
+            print(json.dumps({"concurrent": figures["concurrent"]}), flush=True)
         figures["server_after"] = server.health()
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))

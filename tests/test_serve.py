@@ -174,8 +174,12 @@ def test_async_clients_play_many_sessions_at_once_and_give_them_back(gym_server)
 def test_health_reports_capacity_and_the_served_task_sets(gym_server) -> None:
     from gym_sysmath.families import task_set
 
+    deadline = time.monotonic() + 60
+    while not server_health(gym_server.url)["ready"] and time.monotonic() < deadline:  # primed, reserve warm
+        time.sleep(0.2)
     health = server_health(gym_server.url)
-    assert health["status"] == "healthy"
+    assert health["status"] == "healthy" and health["ready"]
+    assert health["pool"]["reserve"] + health["pool"]["leased"] >= 2
     assert health["task_sets"] == {name: task_set(name) for name in ("compgeom", "csapp", "linalg")}
     assert health["pool"]["backend"] == "docker" and health["pool"]["warm_target"] == 2
     with RemoteSysmathEnv(gym_server.url, "CsappExact-v0", max_turns=2) as env:

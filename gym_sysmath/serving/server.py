@@ -44,7 +44,7 @@ import gymnasium as gym
 from gym_sysmath.serving.protocol import DEFAULT_PORT, EXPIRED_PREFIX, SERVER_CHOSEN_KWARGS, jsonable
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_SESSIONS", "OPEN_PATHS", "ServeError",
-           "ServeSettings", "build_app", "health", "is_loopback", "serve", "start_drain"]
+           "ServeSettings", "build_app", "health", "is_loopback", "prime", "serve", "start_drain"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +107,29 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def prime(settings: ServeSettings) -> float:
+    """Reset one env of each served family to each of its eval tasks, so the per-process caches a
+    first reset fills (CsappExact's difficulty calibration: about 0.2 s of CPU per template) are
+    filled before the first session, not by 128 sessions at once under the GIL. No container is
+    leased (a reset runs no code). Returns the seconds it took."""
+    from gym_sysmath.families import family_of
+
+    started = time.monotonic()
+    primed: set[str] = set()
+    for env_id in settings.served_ids():
+        row = family_of(env_id)
+        if row is None or row.name in primed:
+            continue
+        primed.add(row.name)
+        env = gym.make(env_id, sandbox=settings.sandbox)
+        try:
+            for task_id in env.unwrapped.task_ids:  # type: ignore[attr-defined]
+                env.reset(seed=0, options={"task_id": task_id})
+        finally:
+            env.close()
+    return time.monotonic() - started
+
+
 @dataclass
 class _Board:
     """What the server knows about its sessions, for ``/health``, the idle reaper and the drain."""
@@ -118,6 +141,7 @@ class _Board:
     envs: set[Any] = field(default_factory=set)  # every live _ServedEnv
     lock: threading.Lock = field(default_factory=threading.Lock)
     sandbox: Any = None  # the pool held for the server's life
+    primed: bool = False  # every served family's first-reset caches are filled (``prime``)
 
 
 def _served_env_class(board: _Board) -> tuple[type, type, type]:
@@ -297,6 +321,7 @@ def health(board: _Board, server: Any) -> dict[str, Any]:
         in_flight, envs = board.calls_in_flight, len(board.envs)
     return {
         "status": "draining" if board.draining else "healthy",
+        "ready": board.primed and (stats is None or stats.clean_now + stats.leased_now >= board.settings.warm),
         "sessions": server.active_sessions,
         "max_sessions": board.settings.max_sessions,
         "calls_in_flight": in_flight,
@@ -375,6 +400,15 @@ def serve(settings: ServeSettings, *, ready: Callable[[str], None] | None = None
     if settings.warm:
         threading.Thread(target=board.sandbox.prestart, args=(settings.warm, 600.0), daemon=True,
                          name="gym-sysmath-serve-warm").start()
+
+    def prime_then_mark() -> None:
+        try:
+            logger.info("primed the served families in %.1f s", prime(settings))
+        except Exception:  # a session's own reset reports what is wrong
+            logger.exception("priming the served families failed")
+        board.primed = True
+
+    threading.Thread(target=prime_then_mark, daemon=True, name="gym-sysmath-serve-prime").start()
 
     class DrainingServer(uvicorn.Server):
         """First SIGTERM/SIGINT drains; a second SIGINT stops at once (uvicorn's own)."""
