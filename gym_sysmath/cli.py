@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import sys
+from pathlib import Path
 
 from gym_sysmath.terminal import escape_controls
 
@@ -52,10 +53,24 @@ def _serve(args: argparse.Namespace) -> int:
         print("gym-sysmath: serve needs the serve extra (openenv), in an environment of its own: "
               "`make serve-venv`, or `pip install 'gym-sysmath[serve]'` in a venv without verifiers", file=sys.stderr)
         return 2
-    settings = ServeSettings(env_ids=tuple(args.env_ids), host=args.host, port=args.port,
-                             token=args.token or os.environ.get(TOKEN_ENV) or None, max_sessions=args.max_sessions,
-                             warm=args.warm, sandbox=args.sandbox, idle_timeout_s=args.idle_timeout,
-                             drain_timeout_s=args.drain_timeout)
+    token = os.environ.get(TOKEN_ENV) or None
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text().strip() or None
+        except OSError as exc:
+            print(f"gym-sysmath: cannot read --token-file {args.token_file}: {exc.strerror}", file=sys.stderr)
+            return 2
+        if token is None:
+            print(f"gym-sysmath: --token-file {args.token_file} is empty", file=sys.stderr)
+            return 2
+    if args.token:
+        print(f"gym-sysmath: warning: --token is visible to every user of this machine (ps, /proc); prefer "
+              f"{TOKEN_ENV} or --token-file", file=sys.stderr)
+        token = args.token
+    settings = ServeSettings(env_ids=tuple(args.env_ids), host=args.host, port=args.port, token=token,
+                             max_sessions=args.max_sessions, warm=args.warm, sandbox=args.sandbox,
+                             idle_timeout_s=args.idle_timeout, drain_timeout_s=args.drain_timeout,
+                             allow_origins=tuple(args.allow_origin or ()))
     try:
         settings.check()
     except ServeError as exc:
@@ -445,8 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("env_ids", nargs="*", metavar="ENV_ID", help="ids to serve (default: every registered id)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8040, help="port (default 8040)")
-    serve.add_argument("--token", help="shared secret clients send as `Authorization: Bearer` (default: "
-                                       "$GYM_SYSMATH_SERVE_TOKEN; required for a non-loopback --host)")
+    serve.add_argument("--token-file", help="a file holding the shared secret clients send as `Authorization: "
+                                            "Bearer` (default: $GYM_SYSMATH_SERVE_TOKEN; a token is required "
+                                            "for a non-loopback --host)")
+    serve.add_argument("--token", help="the secret itself (visible in `ps`: prefer the variable or --token-file)")
+    serve.add_argument("--allow-origin", action="append", metavar="ORIGIN",
+                       help="a browser origin a tokenless server accepts (default: none; repeatable)")
     serve.add_argument("--max-sessions", type=int, default=512, help="live sessions at most (default 512)")
     serve.add_argument("--warm", type=int, default=0, help="containers to pre-start and keep warm (default 0)")
     serve.add_argument("--sandbox", choices=["docker", "process"], default="docker",

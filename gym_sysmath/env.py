@@ -48,6 +48,15 @@ INFO_KEYS = ("task_id", "family", "turn", "verdict", "correct", "scoring_error")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate is not text: run_code runs it as U+FFFD
 
 
+def _safe_repr(value: object) -> str:
+    """``repr`` for the transcript of a non-string action, which must not raise out of ``step``
+    (an int of 5,000 digits refuses ``repr``; an object's ``__repr__`` may raise anything)."""
+    try:
+        return repr(value)[:1000]
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
 @dataclass(frozen=True)
 class Task:
     """One task as the host sees it. ``answer`` never reaches the agent or ``info``."""
@@ -397,7 +406,7 @@ class SysmathEnv(gym.Env[str, str]):
         if self.task is None or self._done:
             raise ResetNeeded("call reset() before step(): the episode is over or has not started")
         self.turn += 1
-        self._transcript.append(("action", action if isinstance(action, str) else repr(action)))
+        self._transcript.append(("action", action if isinstance(action, str) else _safe_repr(action)))
         problem = check_action_text(action, self.action_space.max_length)
         if problem:
             return self._finish(Grade(Verdict.FORMAT_ERROR, problem))

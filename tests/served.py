@@ -64,12 +64,12 @@ def running_server(*flags: str, token: str | None = None, tmp_dir: Path | None =
     port = free_port()
     log = Path(tmp_dir or "/tmp") / f"gym-sysmath-serve-{port}.log"
     command = [str(SERVE_PYTHON), "-m", "gym_sysmath.cli", "serve", "--port", str(port), *flags]
-    if token:
-        command += ["--token", token]
     if "--drain-timeout" not in flags:  # a test that leaves a session open must not hold the run
         command += ["--drain-timeout", "30"]
     environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
     environment.pop("GYM_SYSMATH_SERVE_TOKEN", None)
+    if token:  # as the docs say to give it: never on the command line, which `ps` shows
+        environment["GYM_SYSMATH_SERVE_TOKEN"] = token
     with open(log, "w") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                                    env=environment)

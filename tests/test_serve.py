@@ -338,7 +338,8 @@ def test_drain_refuses_new_sessions_and_finishes_the_live_ones(tmp_path) -> None
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (["--host", "0.0.0.0"], "give a --token"),
+    (["--host", "0.0.0.0"], "set GYM_SYSMATH_SERVE_TOKEN"),
+    (["--token-file", "/nonexistent/token"], "cannot read --token-file"),
     (["NotAnEnv-v0"], "unknown env id"),
     (["--max-sessions", "0"], "--max-sessions must be at least 1"),
 ])

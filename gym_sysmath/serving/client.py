@@ -29,7 +29,9 @@ import gymnasium as gym
 
 from gym_sysmath.serving.protocol import (
     CLIENT_MESSAGE_TIMEOUT_S,
+    DRAINING_PREFIX,
     EXPIRED_PREFIX,
+    MAX_MESSAGE_BYTES,
     SERVER_CHOSEN_KWARGS,
     TOKEN_ENV,
     jsonable,
@@ -48,6 +50,11 @@ class RemoteEnvError(RuntimeError):
 
 class RemoteUnavailable(ConnectionError):
     """The server could not be reached, refused the token, or is draining."""
+
+
+class _Garbled(Exception):
+    """A reply that is not the one the call waits for (not an observation, a step without a reward):
+    the session is out of step with its caller, so the call's result cannot be trusted."""
 
 
 def _urls(url: str) -> tuple[str, str]:
@@ -98,11 +105,19 @@ class _Codec:
 
     @staticmethod
     def step_message(action: Any) -> str:
-        """The action as sent; one JSON cannot carry (bytes, an object) goes as a marker the env
-        refuses with its format error for a non-str action, as it refuses the action itself."""
+        """The action as sent. A string longer than any action may be goes cut to one character
+        over the limit (the env refuses it the same way; ``detail`` then counts the cut length);
+        what JSON cannot carry (bytes, a tuple, NaN) goes as a marker naming its type, which the
+        server turns into an object of that type name for the env to refuse."""
+        from gym_sysmath.env import MAX_ACTION_CHARS
+
+        if isinstance(action, str) and len(action) > MAX_ACTION_CHARS + 1:
+            action = action[:MAX_ACTION_CHARS + 1]
         try:
             if isinstance(action, (str, int, float, bool, list, dict)) or action is None:
-                return json.dumps({"type": "step", "data": {"text": action}}, allow_nan=False)
+                text = json.dumps({"type": "step", "data": {"text": action}}, allow_nan=False)
+                if len(text) <= MAX_MESSAGE_BYTES // 2:
+                    return text
         except (TypeError, ValueError):
             pass
         return json.dumps({"type": "step", "data": {"text": {"unsendable": type(action).__name__}}})
@@ -113,6 +128,8 @@ class _Codec:
         data = message.get("data") or {}
         if message.get("type") == "error":
             raise RemoteEnvError(str(data.get("message", data)))
+        if message.get("type") != "observation" or not isinstance(data.get("observation"), dict):
+            raise _Garbled(f"the server answered with a {message.get('type')!r} message, not an observation")
         return dict(data)
 
     def reset_result(self, data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -122,11 +139,13 @@ class _Codec:
 
     def step_result(self, data: Mapping[str, Any]) -> StepResult:
         observation = data["observation"]
+        reward = data.get("reward")
+        if not isinstance(reward, (int, float)) or observation.get("info", {}).get("turn", 0) < 1:
+            raise _Garbled("the server's reply to a step carries no reward (a reset's reply read out of turn?)")
         info = dict(observation.get("info", {}))
         self.last_info = info
-        reward = data.get("reward")
-        return (str(observation.get("text", "")), float(reward if reward is not None else 0.0),
-                bool(observation.get("terminated", False)), bool(observation.get("truncated", False)), info)
+        return (str(observation.get("text", "")), float(reward), bool(observation.get("terminated", False)),
+                bool(observation.get("truncated", False)), info)
 
     def lost(self, why: str) -> StepResult:
         """A step the serving path lost: the env's scoring-error shape; the episode is over."""
@@ -149,11 +168,22 @@ def _is_lost_session(error: RemoteEnvError) -> bool:
     return str(error).startswith(EXPIRED_PREFIX)
 
 
+def _refused_for_drain(codec: _Codec, error: RemoteEnvError) -> RemoteUnavailable | None:
+    if str(error).startswith(DRAINING_PREFIX):
+        return RemoteUnavailable(f"the gym-sysmath server at {codec.base} is draining and starts no new episode")
+    return None
+
+
 def _transport_errors() -> tuple[type[BaseException], ...]:
     """What a dropped, refused or silent connection raises (``websockets`` imported on use)."""
     from websockets.exceptions import WebSocketException
 
     return (OSError, TimeoutError, EOFError, WebSocketException)
+
+
+def _retryable_on_reset() -> tuple[type[BaseException], ...]:
+    """What makes a reset open a new session and try once more."""
+    return (_Garbled, *_transport_errors())
 
 
 class RemoteSysmathEnv(gym.Env):
@@ -195,9 +225,21 @@ class RemoteSysmathEnv(gym.Env):
         return self._socket
 
     def _call(self, message: str) -> dict[str, Any]:
+        from websockets.exceptions import ConnectionClosed
+
         socket = self._open()
-        socket.send(message)
-        return self.codec.read(socket.recv(timeout=self.message_timeout_s))
+        try:
+            try:
+                socket.send(message)
+            except ConnectionClosed:  # the server may have said why before it closed (a full server)
+                pass
+            return self.codec.read(socket.recv(timeout=self.message_timeout_s))
+        except RemoteEnvError:
+            raise  # the server answered this call: the session is in step
+        except BaseException:  # no reply read (interrupted, timed out, dropped, garbled): never reuse it
+            self._drop()
+            self.codec.in_episode = False
+            raise
 
     def _drop(self) -> None:
         socket, self._socket = self._socket, None
@@ -216,9 +258,11 @@ class RemoteSysmathEnv(gym.Env):
             except RemoteUnavailable:
                 raise
             except RemoteEnvError as exc:
+                if (refused := _refused_for_drain(self.codec, exc)) is not None:
+                    raise refused from exc
                 if not _is_lost_session(exc) or attempt == 2:
                     raise
-            except _transport_errors() as exc:
+            except _retryable_on_reset() as exc:
                 if attempt == 2:
                     raise self.codec.unreachable(exc) from exc
             self._drop()
@@ -235,6 +279,8 @@ class RemoteSysmathEnv(gym.Env):
             why = str(exc)
         except TimeoutError:
             why = f"no reply within {self.message_timeout_s:.0f} s"
+        except _Garbled as exc:
+            why = str(exc)
         except _transport_errors() as exc:  # the connection dropped, the server died
             why = f"the connection was lost mid-step ({type(exc).__name__}: {exc})"
         self._drop()
@@ -250,6 +296,13 @@ class RemoteSysmathEnv(gym.Env):
 
     def __repr__(self) -> str:
         return f"RemoteSysmathEnv({self.codec.base!r}, {self.codec.env_id!r})"
+
+
+async def _close_quietly(socket: Any) -> None:
+    try:
+        await socket.close()
+    except Exception:  # already gone
+        pass
 
 
 class AsyncRemoteSysmathEnv:
@@ -282,9 +335,22 @@ class AsyncRemoteSysmathEnv:
     async def _call(self, message: str) -> dict[str, Any]:
         import asyncio
 
+        from websockets.exceptions import ConnectionClosed
+
         socket = await self._open()
-        await socket.send(message)
-        return self.codec.read(await asyncio.wait_for(socket.recv(), self.message_timeout_s))
+        try:
+            try:
+                await socket.send(message)
+            except ConnectionClosed:  # the server may have said why before it closed (a full server)
+                pass
+            return self.codec.read(await asyncio.wait_for(socket.recv(), self.message_timeout_s))
+        except RemoteEnvError:
+            raise  # the server answered this call: the session is in step
+        except BaseException:  # cancelled, timed out, dropped, garbled: its reply may still come, so
+            self._socket = None  # the socket is never read again
+            self.codec.in_episode = False
+            asyncio.get_running_loop().create_task(_close_quietly(socket))
+            raise
 
     async def _drop(self) -> None:
         socket, self._socket = self._socket, None
@@ -306,9 +372,11 @@ class AsyncRemoteSysmathEnv:
                 except RemoteUnavailable:
                     raise
                 except RemoteEnvError as exc:
+                    if (refused := _refused_for_drain(self.codec, exc)) is not None:
+                        raise refused from exc
                     if not _is_lost_session(exc) or attempt == 2:
                         raise
-                except _transport_errors() as exc:
+                except _retryable_on_reset() as exc:
                     if attempt == 2:
                         raise self.codec.unreachable(exc) from exc
                 await self._drop()
@@ -326,6 +394,8 @@ class AsyncRemoteSysmathEnv:
                 why = str(exc)
             except TimeoutError:
                 why = f"no reply within {self.message_timeout_s:.0f} s"
+            except _Garbled as exc:
+                why = str(exc)
             except _transport_errors() as exc:
                 why = f"the connection was lost mid-step ({type(exc).__name__}: {exc})"
             await self._drop()

@@ -14,8 +14,8 @@ from typing import Any
 
 from gym_sysmath.sandbox.pool import LEASE_WAIT_S
 
-__all__ = ["CLIENT_MESSAGE_TIMEOUT_S", "DEFAULT_PORT", "EXPIRED_PREFIX", "SERVER_CHOSEN_KWARGS", "TOKEN_ENV",
-           "jsonable", "remote_scoring_error"]
+__all__ = ["CLIENT_MESSAGE_TIMEOUT_S", "DEFAULT_PORT", "DRAINING_PREFIX", "EXPIRED_PREFIX", "MAX_MESSAGE_BYTES",
+           "SERVER_CHOSEN_KWARGS", "TOKEN_ENV", "jsonable", "remote_scoring_error"]
 
 DEFAULT_PORT = 8040
 #: where ``gym-sysmath serve`` and the clients read the shared secret when none is passed
@@ -27,6 +27,12 @@ CLIENT_MESSAGE_TIMEOUT_S = LEASE_WAIT_S + 300.0
 #: How the server's error for a call on a session it closed begins: the client turns such a step
 #: into a scoring error (the harness let go of the episode) and opens a new session at the next reset.
 EXPIRED_PREFIX = "session closed by the server: "
+#: How the server's error for a reset on a draining server begins: the client raises
+#: ``RemoteUnavailable`` (no new episode starts there; the live one has finished).
+DRAINING_PREFIX = "the server is draining: "
+#: The largest WebSocket message the server reads (an action is at most ``MAX_ACTION_CHARS``
+#: characters; a client sends a longer one cut to ``MAX_ACTION_CHARS + 1``, refused the same way).
+MAX_MESSAGE_BYTES = 1024 * 1024
 #: ``gym.make`` arguments a client may not send: the server decides how its envs run.
 SERVER_CHOSEN_KWARGS = frozenset({"sandbox", "pool_size", "render_mode"})
 

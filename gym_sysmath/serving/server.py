@@ -41,10 +41,17 @@ from typing import Any
 
 import gymnasium as gym
 
-from gym_sysmath.serving.protocol import DEFAULT_PORT, EXPIRED_PREFIX, SERVER_CHOSEN_KWARGS, jsonable
+from gym_sysmath.serving.protocol import (
+    DEFAULT_PORT,
+    DRAINING_PREFIX,
+    EXPIRED_PREFIX,
+    MAX_MESSAGE_BYTES,
+    SERVER_CHOSEN_KWARGS,
+    jsonable,
+)
 
-__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_SESSIONS", "OPEN_PATHS", "ServeError",
-           "ServeSettings", "build_app", "health", "is_loopback", "prime", "serve", "start_drain"]
+__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_SESSIONS", "OPEN_PATHS", "SERVED_PATHS",
+           "ServeError", "ServeSettings", "build_app", "health", "is_loopback", "prime", "serve", "start_drain"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +61,9 @@ DEFAULT_IDLE_TIMEOUT_S = 1800.0
 DEFAULT_DRAIN_TIMEOUT_S = 900.0
 #: paths a caller without the token may use: a load balancer's probe must not need the secret
 OPEN_PATHS = frozenset({"/health"})
+#: every path the server answers; OpenEnv's others (``/mcp``'s sessions tied to no socket, the
+#: harness and task routes, the docs) are not served: they bypass the session count and the drain
+SERVED_PATHS = frozenset({"/health", "/ws", "/drain", "/schema", "/metadata"})
 
 
 class ServeError(ValueError):
@@ -73,6 +83,7 @@ class ServeSettings:
     sandbox: str = "docker"
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
+    allow_origins: tuple[str, ...] = ()  # browser origins a tokenless server accepts (default: none)
 
     def check(self) -> None:
         """Refuse what would serve unsafely or not at all (``ServeError``, one line)."""
@@ -83,8 +94,11 @@ class ServeSettings:
         if unknown:
             raise ServeError(f"unknown env id(s) {unknown}; served ids are {list(all_ids())}")
         if not self.token and not is_loopback(self.host):
-            raise ServeError(f"--host {self.host} is reachable from other machines: give a --token (or set "
-                             "GYM_SYSMATH_SERVE_TOKEN); without one the server binds only to loopback")
+            raise ServeError(f"--host {self.host} is reachable from other machines: set GYM_SYSMATH_SERVE_TOKEN "
+                             "(or --token-file); without a token the server binds only to loopback")
+        if self.sandbox == "process" and not is_loopback(self.host):
+            raise ServeError(f"--sandbox process runs tool turns as host processes, unisolated: serve it on "
+                             f"loopback only, not --host {self.host} (the docker sandbox isolates)")
         if self.max_sessions < 1:
             raise ServeError(f"--max-sessions must be at least 1, got {self.max_sessions}")
         if self.warm < 0:
@@ -142,6 +156,7 @@ class _Board:
     lock: threading.Lock = field(default_factory=threading.Lock)
     sandbox: Any = None  # the pool held for the server's life
     primed: bool = False  # every served family's first-reset caches are filled (``prime``)
+    cut_sessions: int = 0  # live sessions a timed-out drain cut (the exit status says so)
 
 
 def _served_env_class(board: _Board) -> tuple[type, type, type]:
@@ -198,6 +213,8 @@ def _served_env_class(board: _Board) -> tuple[type, type, type]:
                   **unknown: Any) -> SysmathObservation:
             if unknown:
                 raise ValueError(f"reset takes env_id, env_kwargs, seed and options, not {sorted(unknown)}")
+            if board.draining:  # the live episode has ended: no new one starts here
+                raise RuntimeError(f"{DRAINING_PREFIX}it starts no new episode; reset on another server")
             with self._call:
                 self._enter()
                 try:
@@ -238,7 +255,10 @@ def _served_env_class(board: _Board) -> tuple[type, type, type]:
                 self._enter()
                 try:
                     assert self.env is not None
-                    observation, reward, terminated, truncated, info = self.env.step(action.text)
+                    sent = action.text
+                    if isinstance(sent, dict) and set(sent) == {"unsendable"}:  # client.py: not JSON-able
+                        sent = _stand_in(str(sent["unsendable"]))
+                    observation, reward, terminated, truncated, info = self.env.step(sent)
                 finally:
                     self._leave()
             self.steps += 1
@@ -257,11 +277,15 @@ def _served_env_class(board: _Board) -> tuple[type, type, type]:
 
         def expire(self, reason: str, idle_timeout_s: float) -> None:
             """Close an idle session's env (its container goes back); its next call fails with ``reason``."""
-            with self._call:
-                if time.monotonic() - self.idle_since <= idle_timeout_s:  # a call came in meanwhile
+            if not self._call.acquire(blocking=False):  # a call came in meanwhile: not idle
+                return
+            try:
+                if time.monotonic() - self.idle_since <= idle_timeout_s:
                     return
                 self.expired = reason
                 self._close_env()
+            finally:
+                self._call.release()
 
         def close(self) -> None:
             with self._call:
@@ -273,28 +297,67 @@ def _served_env_class(board: _Board) -> tuple[type, type, type]:
 
 
 class _Gate:
-    """ASGI middleware: the token on every route but ``/health``, and no new session while draining."""
+    """ASGI middleware in front of OpenEnv's app: only ``SERVED_PATHS``; the token on all but
+    ``/health``; without a token, no browser page (an ``Origin`` not allowed) and no name but
+    loopback in ``Host`` (DNS rebinding); a session is the socket's own (no ``session_id``
+    attach); no new session while draining."""
 
     def __init__(self, app: Callable[..., Any], board: _Board):
         self.app, self.board = app, board
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+        if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
-        token = self.board.settings.token
-        if token and not hmac.compare_digest(_bearer(scope).encode(), token.encode()):
-            return await _refuse(scope, send, 401, "a valid token is required (Authorization: Bearer TOKEN)")
-        if self.board.draining and scope["type"] == "websocket":
-            return await _refuse(scope, send, 503, "the server is draining: it takes no new sessions")
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            return await _refuse(scope, send, *refusal)
         return await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Mapping[str, Any]) -> tuple[int, str] | None:
+        path, settings = scope["path"], self.board.settings
+        if path not in SERVED_PATHS:
+            return 404, f"not served: {path[:100]} (this server answers {sorted(SERVED_PATHS)})"
+        token = settings.token
+        if not token:
+            origin = _header(scope, b"origin")
+            if origin is not None and origin not in settings.allow_origins:
+                return 403, "a page in a browser may not use a tokenless server (set a token, or --allow-origin)"
+            if not is_loopback(_host_name(_header(scope, b"host") or "")):
+                return 403, "a tokenless server answers only requests addressed to a loopback name"
+        if path in OPEN_PATHS:
+            return None
+        if token and not hmac.compare_digest(_bearer(scope).encode(), token.encode()):
+            return 401, "a valid token is required (Authorization: Bearer TOKEN)"
+        if path == "/ws" and b"session_id" in scope.get("query_string", b""):
+            return 403, "a session belongs to the socket that opened it: open /ws without session_id"
+        if self.board.draining and path == "/ws":
+            return 503, "the server is draining: it takes no new sessions"
+        return None
+
+
+def _header(scope: Mapping[str, Any], wanted: bytes) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == wanted:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _host_name(host: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:8040`` is ``::1``)."""
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def _bearer(scope: Mapping[str, Any]) -> str:
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            text = value.decode("latin-1")
-            return text[7:].strip() if text[:7].lower() == "bearer " else ""
-    return ""
+    text = _header(scope, b"authorization") or ""
+    return text[7:].strip() if text[:7].lower() == "bearer " else ""
+
+
+def _stand_in(type_name: str) -> object:
+    """An object whose type is named ``type_name``: what a client sent that JSON cannot carry
+    (bytes, a tuple, NaN), so the env refuses it with its own words for that type."""
+    return type(type_name[:60] or "object", (), {})()
 
 
 async def _refuse(scope: Mapping[str, Any], send: Callable[..., Any], status: int, message: str) -> None:
@@ -384,8 +447,17 @@ async def _watch(board: _Board, server: Any, uvicorn_server: Any) -> None:
         if board.draining and board.drain_started is not None:
             waited = now - board.drain_started
             if server.active_sessions == 0 or waited > settings.drain_timeout_s:
+                board.cut_sessions = server.active_sessions
                 logger.warning("drained: %d session(s) still open after %.1f s", server.active_sessions, waited)
                 uvicorn_server.should_exit = True
+
+
+class _QuietDenials(logging.Filter):
+    """uvicorn (0.54, websockets-sansio) logs an error for every WebSocket refused with an HTTP
+    response (the ASGI denial extension: our 401/403/503), though the client got it: drop that line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "ASGI callable returned without completing handshake."
 
 
 def serve(settings: ServeSettings, *, ready: Callable[[str], None] | None = None) -> int:
@@ -426,12 +498,15 @@ def serve(settings: ServeSettings, *, ready: Callable[[str], None] | None = None
                 ready(f"http://{settings.host}:{settings.port}")
 
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
-                            ws_ping_interval=20.0, ws_ping_timeout=60.0, ws_max_size=64 * 1024 * 1024,
+                            ws_ping_interval=20.0, ws_ping_timeout=60.0, ws_max_size=MAX_MESSAGE_BYTES,
                             timeout_graceful_shutdown=5)
     runner = DrainingServer(config)
+    logging.getLogger("uvicorn.error").addFilter(_QuietDenials())
     try:
         runner.run()
     finally:
         release_shared(board.sandbox)
-    return 0 if runner.started else 1
+    if not runner.started or board.cut_sessions:
+        return 1  # it never served, or the drain timed out and cut live sessions
+    return 0
 
