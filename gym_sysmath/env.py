@@ -472,6 +472,7 @@ class SysmathEnv(gym.Env[str, str]):
                            f"without a tool call: that reply is graded.")
             return observation, 0.0, False, False, info
         self.turn += 1
+        info["turn"] = self.turn  # the call's own turn, as step's info gives it
         language = self._languages()[0]
         problem = check_action_text(code, self.action_space.max_length)
         self._transcript.append(("action", f"[run_code]\n{code if isinstance(code, str) else repr(code)}"))

@@ -11,13 +11,22 @@ wrong answer. ``Episode.step`` first replays the episode's actions on a fresh re
 container) up to ``retries`` times; when the harness still fails it raises ``ScoringError``,
 and each framework adapter turns that into what its framework can keep apart (see the
 README's per-framework sections).
+
+Where episodes run is one switch: ``remote=URL`` (a ``gym-sysmath serve`` server; ``token=`` or
+``GYM_SYSMATH_SERVE_TOKEN``) makes ``make_env`` / ``make_async_env`` return the served env in
+place of ``gym.make``'s, and every adapter passes its own ``remote=`` down to them. A reference's
+``task_set`` is then checked against the task set the server serves (its ``/health``), since the
+server's install is the one that grades.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,11 +34,14 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 
 if TYPE_CHECKING:
+    from gym_sysmath.async_env import AsyncSysmathEnv
     from gym_sysmath.env import SysmathEnv
+    from gym_sysmath.serving.client import AsyncRemoteSysmathEnv
 
-__all__ = ["CLOSING_ACTION", "RUNTIME_KWARGS", "Episode", "PromptTooLong", "ScoringError", "TaskRef", "chat_prompt",
-           "default_turns", "grade_completion", "offered_turns", "prompt_tokens", "require_prompts_fit",
-           "require_single_turn_prompt", "task_kwargs", "tool_mode_refusal"]
+__all__ = ["CLOSING_ACTION", "RUNTIME_KWARGS", "SERVED_TASK_SETS_TTL_S", "Episode", "PromptTooLong", "ScoringError",
+           "TaskRef", "chat_prompt", "close_served_envs", "default_turns", "grade_completion", "make_async_env",
+           "make_env", "offered_turns", "prompt_tokens", "require_prompts_fit", "require_single_turn_prompt",
+           "served_task_sets", "task_kwargs", "tool_mode_refusal"]
 
 #: Closes an episode still open after a single-turn completion (graded from what it left).
 CLOSING_ACTION = "No further turns: this is my final reply."
@@ -38,6 +50,65 @@ CLOSING_ACTION = "No further turns: this is my final reply."
 #: graded: a task reference never records them (the grading process picks its own sandbox);
 #: ``split`` and ``max_turns`` are fields of the reference itself.
 RUNTIME_KWARGS = frozenset({"sandbox", "pool_size", "render_mode", "split", "max_turns"})
+
+
+#: How long a server's task sets (its ``/health``) are trusted before they are read again: a
+#: server restarted from another install at the same URL is seen within this time.
+SERVED_TASK_SETS_TTL_S = 60.0
+
+
+def make_env(env_id: str, *, remote: str | None = None, token: str | None = None, **kwargs: Any) -> gym.Env:
+    """``gym.make(env_id, **kwargs)``; with ``remote`` (a ``gym-sysmath serve`` URL) the same env
+    served there (``RemoteSysmathEnv``: reset and step run on the server, ``token`` default
+    ``GYM_SYSMATH_SERVE_TOKEN``). ``sandbox`` and ``pool_size`` are then the server's, and refused here."""
+    if remote is None:
+        if token is not None:
+            raise ValueError("token= is a gym-sysmath server's: pass remote=URL with it")
+        import gym_sysmath  # noqa: F401  (registers the ids)
+
+        return gym.make(env_id, **kwargs)
+    from gym_sysmath.serving.client import RemoteSysmathEnv
+
+    return RemoteSysmathEnv(remote, env_id, token=token, **kwargs)
+
+
+async def make_async_env(env_id: str, *, remote: str | None = None, token: str | None = None,
+                         **kwargs: Any) -> AsyncSysmathEnv | AsyncRemoteSysmathEnv:
+    """``make_env``'s asyncio twin: ``async_env.make_async(env_id, **kwargs)``, or with ``remote``
+    an ``AsyncRemoteSysmathEnv`` (the same ``await reset/step/close``, no thread per episode)."""
+    if remote is None:
+        if token is not None:
+            raise ValueError("token= is a gym-sysmath server's: pass remote=URL with it")
+        from gym_sysmath.async_env import make_async
+
+        return await make_async(env_id, **kwargs)
+    from gym_sysmath.serving.client import AsyncRemoteSysmathEnv
+
+    return AsyncRemoteSysmathEnv(remote, env_id, token=token, **kwargs)
+
+
+_SERVED: dict[str, tuple[float, dict[str, str]]] = {}
+
+
+def served_task_sets(url: str, *, token: str | None = None, refresh: bool = False) -> dict[str, str]:
+    """``{family: task set}`` a ``gym-sysmath serve`` server grades with (its ``/health``), read
+    once per URL and ``SERVED_TASK_SETS_TTL_S`` (``refresh``: now)."""
+    from gym_sysmath.serving.client import server_health
+
+    key = url.rstrip("/")
+    cached = _SERVED.get(key)
+    if refresh or cached is None or time.monotonic() - cached[0] > SERVED_TASK_SETS_TTL_S:
+        task_sets = {str(name): str(value) for name, value in server_health(url, token=token)["task_sets"].items()}
+        cached = _SERVED[key] = (time.monotonic(), task_sets)
+    return dict(cached[1])
+
+
+def _remote_url(env: Any) -> str | None:
+    """The server of a served env (``RemoteSysmathEnv``), else ``None``."""
+    client = sys.modules.get("gym_sysmath.serving.client")  # not imported: no env of this process is served
+    if client is None or not isinstance(env, (client.RemoteSysmathEnv, client.AsyncRemoteSysmathEnv)):
+        return None
+    return str(env.codec.base)
 
 
 def task_kwargs(env_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -117,13 +188,22 @@ class TaskRef:
         if self.task_set is None:
             return
         from gym_sysmath.env import core_env
-        from gym_sysmath.families import task_set
+        from gym_sysmath.families import family_of, task_set
 
-        installed = task_set(core_env(env).family)
+        url = _remote_url(env)
+        if url is None:
+            installed, where = task_set(core_env(env).family), "this install has"
+        else:  # the server's install grades: its task set is the one that must match
+            row = family_of(self.env_id)
+            family = row.name if row is not None else self.task_set.rsplit("-", 1)[0]
+            served = served_task_sets(url)
+            if served.get(family) != self.task_set:  # read again: the server may have been restarted
+                served = served_task_sets(url, refresh=True)
+            installed, where = served.get(family, "none of it"), f"the gym-sysmath server at {url} serves"
         if installed != self.task_set:
-            raise ValueError(f"{self.env_id} task {self.task_id!r} was exported from task set {self.task_set}, this "
-                             f"install has {installed}: its prompt or key may differ here, so it is not graded. "
-                             f"Export the dataset again with this install (`gym-sysmath export`)")
+            raise ValueError(f"{self.env_id} task {self.task_id!r} was exported from task set {self.task_set}, "
+                             f"{where} {installed}: its prompt or key may differ there, so it is not graded. "
+                             f"Export the dataset again with the install that grades (`gym-sysmath export`)")
 
     def reset(self, env: gym.Env) -> tuple[str, dict[str, Any]]:
         """Reset ``env`` to this task: eval tasks by id, train draws by seed (checked against the id)."""
@@ -168,18 +248,50 @@ class _Envs(threading.local):
         self.pid = os.getpid()
         self.envs: dict[str, gym.Env] = {}
 
-    def get(self, env_id: str, split: str, max_turns: int | None, env_kwargs: Mapping[str, Any]) -> gym.Env:
+    def get(self, env_id: str, split: str, max_turns: int | None, env_kwargs: Mapping[str, Any],
+            remote: tuple[str | None, str | None] = (None, None)) -> gym.Env:
         if self.pid != os.getpid():  # inherited through fork: those envs' containers belong to the parent
             self.pid, self.envs = os.getpid(), {}
-        key = json.dumps([env_id, split, max_turns, dict(env_kwargs)], sort_keys=True, default=repr)
+        key = json.dumps([env_id, split, max_turns, dict(env_kwargs), remote], sort_keys=True, default=repr)
         if key not in self.envs:
-            import gym_sysmath  # noqa: F401  (registers the ids)
-
-            kwargs = dict(env_kwargs)
-            if max_turns is not None:
-                kwargs["max_turns"] = max_turns
-            self.envs[key] = gym.make(env_id, split=split, **kwargs)
+            self.envs[key] = _make(env_id, split, max_turns, env_kwargs, remote)
         return self.envs[key]
+
+
+def _make(env_id: str, split: str, max_turns: int | None, env_kwargs: Mapping[str, Any],
+          remote: tuple[str | None, str | None]) -> gym.Env:
+    kwargs = {**env_kwargs, **({} if max_turns is None else {"max_turns": max_turns})}
+    env = make_env(env_id, remote=remote[0], token=remote[1], split=split, **kwargs)
+    if remote[0] is not None:
+        with _SERVED_LOCK:
+            _SERVED_ENVS.add(env)
+    return env
+
+
+#: Every served env an ``Episode`` made in this process and did not close. Held, not weakly: a
+#: served env dropped unclosed keeps its WebSocket open (its reader thread holds it), and a
+#: draining server waits for every open session; the threads' cached envs stay open between episodes.
+_SERVED_ENVS: set[gym.Env] = set()
+_SERVED_LOCK = threading.Lock()
+
+
+def _close_env(env: gym.Env) -> None:
+    with _SERVED_LOCK:
+        _SERVED_ENVS.discard(env)
+    env.close()
+
+
+def close_served_envs() -> None:
+    """Close the server sessions of every served env the episodes of this process opened (the
+    threads' cached ones too; a later episode opens a new one). Runs at exit."""
+    with _SERVED_LOCK:
+        envs = list(_SERVED_ENVS)
+        _SERVED_ENVS.clear()
+    for env in envs:
+        env.close()
+
+
+atexit.register(close_served_envs)
 
 
 _THREAD_ENVS = _Envs()
@@ -191,11 +303,11 @@ class Episode:
     ``messages`` is the episode as chat: the prompt, then each action (assistant) and the
     observation it got (user). ``own_env=True`` makes a private env (closed by ``close``);
     otherwise the thread's shared env for these settings is used, so keep one ``Episode`` per
-    thread at a time.
+    thread at a time. ``remote``/``token``: play it on a ``gym-sysmath serve`` server (``make_env``).
     """
 
     def __init__(self, ref: TaskRef, *, env_kwargs: Mapping[str, Any] | None = None, max_turns: int | None = None,
-                 retries: int = 1, own_env: bool = False):
+                 retries: int = 1, own_env: bool = False, remote: str | None = None, token: str | None = None):
         if retries < 0:
             raise ValueError(f"retries must be at least 0, got {retries}")
         self.ref = ref
@@ -206,6 +318,7 @@ class Episode:
         if refusal:
             raise ValueError(f"{ref.env_id} task {ref.task_id!r}: {refusal}")
         self._own_env = own_env
+        self._remote = (remote, token)
         self._env: gym.Env | None = None
         self.actions: list[str] = []
         self.messages: list[dict[str, str]] = []
@@ -215,21 +328,24 @@ class Episode:
     @property
     def env(self) -> gym.Env:
         if self._env is None:
-            env_id, split, max_turns, env_kwargs = self._env_args
             if self._own_env:
-                import gym_sysmath  # noqa: F401
-
-                kwargs = {**env_kwargs, **({} if max_turns is None else {"max_turns": max_turns})}
-                self._env = gym.make(env_id, split=split, **kwargs)
+                self._env = _make(*self._env_args, self._remote)
             else:
-                self._env = _THREAD_ENVS.get(env_id, split, max_turns, env_kwargs)
+                self._env = _THREAD_ENVS.get(*self._env_args, self._remote)
+                if self._remote[0] is not None:  # reopened after close_served_envs: closed at exit again
+                    with _SERVED_LOCK:
+                        _SERVED_ENVS.add(self._env)
         return self._env
 
     @property
     def core(self) -> SysmathEnv:
-        """The env under Gymnasium's wrappers (its ``turn``, ``max_turns``, ``reference_action``)."""
+        """The env under Gymnasium's wrappers (its ``turn``, ``max_turns``, ``reference_action``);
+        a served episode's env is on the server: use ``info`` (``turn``) instead."""
         from gym_sysmath.env import core_env  # on use: this module loads without the env machinery
 
+        if self._remote[0] is not None:
+            raise AttributeError(f"{self.ref.env_id} task {self.ref.task_id!r} runs on {self._remote[0]}: its core env "
+                                 f"is there, not in this process")
         return core_env(self.env)
 
     def reset(self) -> tuple[str, dict[str, Any]]:
@@ -257,8 +373,16 @@ class Episode:
         return observation, float(reward), terminated, truncated, info
 
     def _replay(self, action: str) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
-        """The episode so far, then ``action``, on a fresh reset (the harness's next container)."""
-        self.ref.reset(self.env)
+        """The episode so far, then ``action``, on a fresh reset (the harness's next container; a
+        served episode's next session). A server gone since is the harness failing, not the model."""
+        try:
+            self.ref.reset(self.env)
+        except ConnectionError as exc:  # RemoteUnavailable: the server died or is draining
+            if self._remote[0] is None:
+                raise
+            from gym_sysmath.serving.protocol import remote_scoring_error
+
+            return remote_scoring_error(str(exc), task_id=self.ref.task_id, family=self.info.get("family"))
         for earlier in self.actions:
             outcome = self.env.step(earlier)
             if outcome[4].get("scoring_error"):
@@ -267,7 +391,7 @@ class Episode:
 
     def close(self) -> None:
         if self._own_env and self._env is not None:
-            self._env.close()
+            _close_env(self._env)
         self._env = None
 
 
@@ -280,8 +404,10 @@ def chat_prompt(prompt: str | Sequence[Mapping[str, str]], system_prompt: str | 
 
 
 def grade_completion(ref: TaskRef, completion: str, *, env_kwargs: Mapping[str, Any] | None = None,
-                     max_turns: int | None = None, retries: int = 1) -> tuple[float, dict[str, Any]]:
-    """One completion as one whole episode of ``ref``: ``(reward, info)``, or ``ScoringError``.
+                     max_turns: int | None = None, retries: int = 1, remote: str | None = None,
+                     token: str | None = None) -> tuple[float, dict[str, Any]]:
+    """One completion as one whole episode of ``ref``: ``(reward, info)``, or ``ScoringError``;
+    on the ``gym-sysmath serve`` server at ``remote`` when given.
 
     ``max_turns``: the reference's, else 1. With 1 the completion is the final action; with
     more (a reference that records no turns, and a caller asking for more), an episode still
@@ -289,7 +415,8 @@ def grade_completion(ref: TaskRef, completion: str, *, env_kwargs: Mapping[str, 
     reference whose prompt offered more than one turn is refused (``require_single_turn_prompt``).
     """
     max_turns = max_turns if max_turns is not None else (ref.max_turns or 1)
-    episode = Episode(ref, env_kwargs=env_kwargs, max_turns=max_turns, retries=retries)  # refuses tool-mode rows
+    episode = Episode(ref, env_kwargs=env_kwargs, max_turns=max_turns, retries=retries, remote=remote,
+                      token=token)  # refuses tool-mode rows
     require_single_turn_prompt(ref)
     episode.reset()
     _, reward, terminated, truncated, info = episode.step(completion)

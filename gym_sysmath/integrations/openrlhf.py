@@ -38,7 +38,11 @@ a harness failure is NaN as above.
 Settings: the task arguments each label carries (``TaskRef.env_kwargs``: what the export was made
 with, e.g. a difficulty filter). How grading runs (``sandbox``, ``pool_size``) is not in a label:
 ``GYM_SYSMATH_ENV_KWARGS`` (JSON ``gym.make`` arguments, e.g. ``{"sandbox": "process"}``) sets it
-where the reward file runs, since OpenRLHF passes the reward file no settings.
+where the reward file runs, since OpenRLHF passes the reward file no settings. For the same
+reason ``GYM_SYSMATH_REMOTE`` (a ``gym-sysmath serve`` URL; its token in
+``GYM_SYSMATH_SERVE_TOKEN``) makes both entry points play every episode on that server (give
+them to Ray's workers with ``ray job submit --runtime-env-json '{"env_vars": {...}}'``); a
+server that cannot be reached is a scoring error (NaN, ``sysmath_scoring_error``), never a 0.
 """
 
 from __future__ import annotations
@@ -64,8 +68,8 @@ from gym_sysmath.integrations.episodes import (
     require_prompts_fit,
 )
 
-__all__ = ["AGENT_FLAGS", "DEFAULT_MAX_LEN", "FEEDBACK", "FLAGS", "check_prompts", "feedback_text", "find_response",
-           "grade_query", "openrlhf_rows", "prompt_limit", "response_text", "reward_func"]
+__all__ = ["AGENT_FLAGS", "DEFAULT_MAX_LEN", "FEEDBACK", "FLAGS", "REMOTE_ENV", "check_prompts", "feedback_text",
+           "find_response", "grade_query", "openrlhf_rows", "prompt_limit", "response_text", "reward_func"]
 
 #: By name: OpenRLHF loads this file as a module named ``reward_func`` or ``agent_module``.
 log = logging.getLogger("gym_sysmath.integrations.openrlhf")
@@ -86,8 +90,16 @@ DEFAULT_MAX_LEN = 2048
 _LENGTH_FLAGS = "--data.max_len minus --rollout.max_new_tokens"
 
 
+#: Where the reward file and the agent play their episodes: a ``gym-sysmath serve`` URL, or unset (here).
+REMOTE_ENV = "GYM_SYSMATH_REMOTE"
+
+
 def _env_kwargs() -> dict[str, Any]:
     return json.loads(os.environ.get("GYM_SYSMATH_ENV_KWARGS") or "{}")
+
+
+def _remote() -> str | None:
+    return os.environ.get(REMOTE_ENV) or None
 
 
 def prompt_limit(max_len: int = DEFAULT_MAX_LEN, max_new_tokens: int | None = None) -> int:
@@ -140,8 +152,8 @@ def grade_query(query: str, prompt: str, label: str | Mapping[str, Any]) -> tupl
     try:
         ref = TaskRef.parse(label)
         response, cut = find_response(query, prompt)
-        reward, _ = grade_completion(ref, response, env_kwargs=_env_kwargs())
-    except ScoringError as exc:
+        reward, _ = grade_completion(ref, response, env_kwargs=_env_kwargs(), remote=_remote())
+    except (ScoringError, ConnectionError) as exc:  # ConnectionError: the gym-sysmath server is unreachable
         log.error("gym-sysmath reward NaN (sysmath_scoring_error): %s", exc)
         return math.nan, _flags(sysmath_scoring_error=1)
     except Exception as exc:
@@ -247,7 +259,8 @@ else:
             return feedback_text(self.tokenizer, action, observation)
 
         async def reset(self, states: dict, **kwargs: Any) -> dict:
-            self.episode = Episode(TaskRef.parse(states["label"]), env_kwargs=_env_kwargs(), own_env=True)
+            self.episode = Episode(TaskRef.parse(states["label"]), env_kwargs=_env_kwargs(), own_env=True,
+                                   remote=_remote())
             await run_blocking(self.episode.reset)
             return {"observation": states["observation"]}
 

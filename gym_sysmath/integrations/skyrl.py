@@ -22,11 +22,14 @@ Train with SkyRL's own entry point naming this module as its ``trainer.override_
 ...``; on Python 3.11, where SkyRL 0.3.0's entry point does not import, ``python -m
 gym_sysmath.integrations.skyrl ...``): both run ``main``. SkyRL's config gains
 ``environment.skyrl_gym.gym_sysmath`` (``env_kwargs``: ``gym.make`` arguments; ``retries``: 1),
-which SkyRL's generator hands each env as its ``env_config``; a dataset with a prompt longer
-than ``trainer.max_prompt_length`` is refused (SkyRL's loader would drop it with a log line);
-and ``SysmathGymGenerator`` grades a trajectory that SkyRL stops at ``generator.max_input_length``
-with its episode still open (``close`` ends it with ``CLOSING_ACTION``): without that generator,
-``close`` raises ``TrajectoryCutShort``, since SkyRL would keep the ungraded 0.0 of the last tool turn.
+which SkyRL's generator hands each env as its ``env_config``, and ``remote``/``token``
+(``environment.skyrl_gym.gym_sysmath.remote=http://HOST:8040``: every episode runs on that
+``gym-sysmath serve`` server; a key without ``/``, so Hydra's override grammar parses it too); a
+dataset with a prompt longer than ``trainer.max_prompt_length`` is refused (SkyRL's loader would
+drop it with a log line); and ``SysmathGymGenerator`` grades a trajectory that SkyRL stops at
+``generator.max_input_length`` with its episode still open (``close`` ends it with
+``CLOSING_ACTION``): without that generator, ``close`` raises ``TrajectoryCutShort``, since SkyRL
+would keep the ungraded 0.0 of the last tool turn.
 
 SkyRL rewards are floats with no way to drop a sample, so a scoring error is replayed on a
 fresh container and, if the harness still fails, raised as ``ScoringError`` (the step stops with
@@ -41,7 +44,7 @@ import sys
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Optional
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from skyrl_gym.envs.registration import register, registry
@@ -68,7 +71,9 @@ ENV_CLASS_PREFIX = "gym_sysmath/"
 #: The settings an env takes from its ``env_config`` (``environment.skyrl_gym.gym_sysmath``), with defaults.
 #: ``max_turns`` here (what the README documented before SkyRL's ``generator.max_turns`` reached
 #: the env) caps the episode too: the smallest of it, the generator's and the prompt's turns wins.
-SETTINGS: Mapping[str, Any] = {"env_kwargs": {}, "retries": 1, "max_turns": None}
+#: ``remote``/``token``: a ``gym-sysmath serve`` URL where every episode runs, and its token
+#: (default ``GYM_SYSMATH_SERVE_TOKEN``).
+SETTINGS: Mapping[str, Any] = {"env_kwargs": {}, "retries": 1, "max_turns": None, "remote": None, "token": None}
 #: The ``extras`` key through which ``SysmathGymGenerator`` takes the grade of a trajectory cut short.
 CUT_SHORT_KEY = "gym_sysmath_cut_short"
 
@@ -136,7 +141,8 @@ class SysmathTextEnv(BaseTextEnv):
         caps = [int(cap) for cap in (extras.get("max_turns"), settings["max_turns"]) if cap is not None]
         self.max_turns = min([self.offered_turns, *caps])  # extras["max_turns"]: SkyRL's generator.max_turns
         self.episode = Episode(ref, env_kwargs=settings["env_kwargs"], max_turns=self.max_turns,
-                               retries=settings["retries"], own_env=True)
+                               retries=settings["retries"], own_env=True, remote=settings["remote"],
+                               token=settings["token"])
         self.cut_short: CutShortGrade | None = extras.get(CUT_SHORT_KEY)
         self._ungraded_close: str | None = None
 
@@ -151,7 +157,7 @@ class SysmathTextEnv(BaseTextEnv):
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         observation, reward, terminated, truncated, info = self.episode.step(strip_end_tokens(action))
-        self.turns = self.episode.core.turn
+        self.turns = int(info["turn"])  # the env's (a served episode's core env is on the server)
         done = terminated or truncated
         metadata = {"task_id": info["task_id"], "turn": info["turn"], "verdict": info["verdict"]}
         return BaseTextEnvStepOutput(observations=[] if done else [{"role": "user", "content": observation}],
@@ -303,7 +309,8 @@ def _trainer() -> dict[str, Any]:
 
     field = dataclasses.field
     settings_cls = dataclasses.make_dataclass(
-        "SysmathEnvSettings", [("env_kwargs", dict, field(default_factory=dict)), ("retries", int, 1)],
+        "SysmathEnvSettings", [("env_kwargs", dict, field(default_factory=dict)), ("retries", int, 1),
+                               ("remote", Optional[str], None), ("token", Optional[str], None)],  # noqa: UP045
         bases=(BaseConfig,))
 
     def settings_of_prefixed_class(self: Any, name: str) -> Any:

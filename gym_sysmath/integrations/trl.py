@@ -50,6 +50,13 @@ left in ``result``; LinearAlgebra grades its ANSWER line. With a larger ``max_tu
 episode still open after the completion is closed by one final action without an ANSWER line
 (graded from the session's ``result`` where the family supports it).
 
+Served envs: ``SysmathReward(remote=URL)`` and ``SysmathToolEnv(remote=URL)`` (give it with
+``functools.partial``) play every episode on a ``gym-sysmath serve`` server instead of in this
+process (``token=``, default ``GYM_SYSMATH_SERVE_TOKEN``): each tool env holds one WebSocket
+session, its ``run_code`` calls are tool turns on the server, and a row's ``task_set`` is checked
+against the server's. The trainer's machine then needs no Docker; a step the serving path loses
+(a dropped connection, a dead server) is a scoring error like a harness failure.
+
 Prompt length: ``GRPOConfig`` (TRL 1.16) has no ``max_prompt_length`` and cuts no prompt;
 ``max_completion_length`` (512 by default) bounds a whole multi-turn rollout, tool outputs
 included. On a CPU, ``cpu_training_args()`` gives the ``GRPOConfig`` settings for this machine
@@ -74,7 +81,13 @@ import gymnasium as gym
 from gym_sysmath.answers import strip_end_tokens
 from gym_sysmath.env import core_env
 from gym_sysmath.evaluation import choose_tasks, sample_seed
-from gym_sysmath.integrations.episodes import CLOSING_ACTION, TaskRef, require_single_turn_prompt, task_kwargs
+from gym_sysmath.integrations.episodes import (
+    CLOSING_ACTION,
+    TaskRef,
+    make_env,
+    require_single_turn_prompt,
+    task_kwargs,
+)
 
 __all__ = ["Graded", "SysmathReward", "SysmathToolEnv", "build_dataset", "close_tool_envs", "completion_text",
            "cpu_has_native_bf16", "cpu_training_args"]
@@ -175,7 +188,9 @@ class SysmathReward:
     ``max_turns`` (None: a row's ``max_turns`` column, else 1, so a completion is one final
     action), ``concurrency`` (threads grading at once, each with its own envs on the shared
     sandbox pool), ``scoring_error_reward`` (what a scoring error returns; ``None`` by default,
-    see the module docstring).
+    see the module docstring), ``remote`` (a ``gym-sysmath serve`` URL: every episode runs
+    there; ``env_kwargs`` must then leave ``sandbox`` to the server) and ``token`` (its token,
+    default ``GYM_SYSMATH_SERVE_TOKEN``).
 
     After each call: ``last_results`` (one ``Graded`` per completion) and ``last_scoring_errors``
     (the ``Graded`` whose harness failed). ``close()`` releases the envs.
@@ -183,9 +198,12 @@ class SysmathReward:
 
     def __init__(self, env_id: str | None = None, *, env_kwargs: Mapping[str, Any] | None = None,
                  env_kwargs_by_id: Mapping[str, Mapping[str, Any]] | None = None,
-                 max_turns: int | None = None, concurrency: int = 1, scoring_error_reward: float | None = None):
+                 max_turns: int | None = None, concurrency: int = 1, scoring_error_reward: float | None = None,
+                 remote: str | None = None, token: str | None = None):
         import gym_sysmath  # noqa: F401  (registers the ids)
 
+        if token is not None and remote is None:
+            raise ValueError("token= is a gym-sysmath server's: pass remote=URL with it")
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         self.env_id = env_id
@@ -194,6 +212,7 @@ class SysmathReward:
         self.max_turns = max_turns
         self.concurrency = concurrency
         self.scoring_error_reward = scoring_error_reward
+        self.remote, self.token = remote, token
         self.__name__ = f"sysmath_{env_id or 'reward'}"  # TRL names reward columns after it
         self.last_results: list[Graded] = []
         self.last_scoring_errors: list[Graded] = []
@@ -211,7 +230,8 @@ class SysmathReward:
         cache: dict[str, gym.Env] = self._local.__dict__.setdefault("envs", {})
         key = json.dumps([env_id, split, max_turns, dict(kwargs)], sort_keys=True, default=repr)
         if key not in cache:
-            env = gym.make(env_id, split=split, **{**kwargs, "max_turns": max_turns})
+            env = make_env(env_id, remote=self.remote, token=self.token, split=split,
+                           **{**kwargs, "max_turns": max_turns})
             cache[key] = env
             with self._lock:
                 self._envs.append(env)
@@ -360,18 +380,24 @@ class SysmathToolEnv:
     Arguments (give them with ``functools.partial``, TRL calls the factory without any):
     ``env_kwargs``, ``env_kwargs_by_id`` (as ``SysmathReward``'s: over the row's own
     ``env_kwargs``, e.g. the sandbox), ``max_turns`` (tool calls plus the final reply, when the
-    row has no ``max_turns`` column; default 6). Envs are closed at exit or by ``close_tool_envs()``.
+    row has no ``max_turns`` column; default 6), ``remote`` and ``token`` (as ``SysmathReward``'s:
+    the episode, its ``run_code`` calls included, runs on that ``gym-sysmath serve`` server, in one
+    session per instance). Envs are closed at exit or by ``close_tool_envs()``.
     """
 
     def __init__(self, env_kwargs: Mapping[str, Any] | None = None,
-                 env_kwargs_by_id: Mapping[str, Mapping[str, Any]] | None = None, max_turns: int = 6):
+                 env_kwargs_by_id: Mapping[str, Mapping[str, Any]] | None = None, max_turns: int = 6,
+                 remote: str | None = None, token: str | None = None):
         import gym_sysmath  # noqa: F401  (registers the ids)
 
+        if token is not None and remote is None:
+            raise ValueError("token= is a gym-sysmath server's: pass remote=URL with it")
         if max_turns < 2:
             raise ValueError(f"max_turns must be at least 2 (a tool turn and the answer), got {max_turns}")
         self._env_kwargs = dict(env_kwargs or {})
         self._env_kwargs_by_id = {key: dict(value) for key, value in (env_kwargs_by_id or {}).items()}
         self._max_turns = max_turns
+        self._remote, self._token = remote, token
         self._envs: dict[str, gym.Env] = {}
         self._env: gym.Env | None = None
         self._row: tuple[str, str] = ("", "")
@@ -400,7 +426,13 @@ class SysmathToolEnv:
         max_turns = ref.max_turns if ref.max_turns is not None else self._max_turns
         key = json.dumps([ref.env_id, ref.split, max_turns, kwargs], sort_keys=True, default=repr)
         if key not in self._envs:
-            self._envs[key] = gym.make(ref.env_id, split=ref.split, **{**kwargs, "max_turns": max_turns})
+            if self._remote is not None:  # one session per rollout: the last task's env makes way
+                self._close()
+            self._envs[key] = make_env(ref.env_id, remote=self._remote, token=self._token, split=ref.split,
+                                       **{**kwargs, "max_turns": max_turns})
+            if self._remote is not None and not callable(getattr(self._envs[key], "run_code", None)):
+                raise RuntimeError("this gym_sysmath.serving.client has no RemoteSysmathEnv.run_code: a served "
+                                   "SysmathToolEnv needs a gym-sysmath whose client and server carry run_code calls")
         self._env = self._envs[key]
         self._row = (ref.env_id, ref.task_id)
         self.outcome = None
@@ -434,10 +466,29 @@ class SysmathToolEnv:
         if self.outcome is not None:
             return "The episode is over: no more code runs. Give your final answer."
         self.tool_calls += 1
-        observation, reward, terminated, truncated, info = core_env(self._env).run_code(code)
+        if self._remote is None:
+            observation, reward, terminated, truncated, info = core_env(self._env).run_code(code)
+        else:
+            observation, reward, terminated, truncated, info = self._served_run_code(code)
         if terminated or truncated:  # the harness failed
             self.outcome = (float(reward), info)
         return observation
+
+    def _served_run_code(self, code: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """``run_code`` as a tool turn on the server. A call the server refuses is the harness
+        failing (the episode ends as a scoring error), never an error text the model trains on:
+        TRL would hand any exception raised here to the model as the tool's output."""
+        from gym_sysmath.families import family_of
+        from gym_sysmath.serving.client import RemoteEnvError
+        from gym_sysmath.serving.protocol import remote_scoring_error
+
+        env_id, task_id = self._row
+        try:
+            return cast(Any, self._env).run_code(code)
+        except RemoteEnvError as exc:
+            row = family_of(env_id)
+            return remote_scoring_error(f"the server refused a run_code call: {exc}", task_id=task_id,
+                                        family=row.name if row is not None else None)
 
     def _finish(self, index: int, completion: Any) -> Graded:
         """Grade the rollout: its final assistant message is the episode's final reply."""

@@ -3,7 +3,9 @@
 verifiers resolves a taskset id to an installed package exporting one ``Taskset`` subclass
 (and optionally one ``Env`` subclass) through ``__all__``; ``gym_sysmath`` re-exports the two
 below, so the id is ``gym-sysmath``. ``--env.taskset.env-id`` picks the family (``split``,
-``n``, ``seed``, ``max-turns``, ``env-kwargs``, ``retries`` as in ``build_dataset``).
+``n``, ``seed``, ``max-turns``, ``env-kwargs``, ``retries`` as in ``build_dataset``;
+``--env.taskset.remote URL`` plays every episode on a ``gym-sysmath serve`` server, with
+``--env.taskset.token`` or ``GYM_SYSMATH_SERVE_TOKEN``).
 
 Each task's data carries a task reference (``ref``), never the key. ``SysmathVfEnv.run``
 plays the user, like verifiers' own TextArena env: the model speaks first on the task prompt,
@@ -70,6 +72,11 @@ class SysmathTasksetConfig(vf.TasksetConfig):
     """Extra ``gym.make`` arguments, e.g. ``{"sandbox": "docker"}``."""
     retries: int = 1
     """Replays on a fresh container before a harness failure is raised."""
+    remote: str | None = None
+    """A ``gym-sysmath serve`` URL: every episode runs there (``env-kwargs`` then leaves
+    ``sandbox`` to the server); the tasks' ``task_set`` is checked against the server's."""
+    token: str | None = None
+    """The server's token (default ``GYM_SYSMATH_SERVE_TOKEN``)."""
 
 
 class SysmathData(vf.TaskData):
@@ -132,7 +139,7 @@ class SysmathVfEnv(vf.Env[SysmathVfEnvConfig]):
     async def run(self, task: SysmathTask, agents: Any) -> None:
         config: SysmathTasksetConfig = self.taskset.config
         episode = Episode(TaskRef.parse(task.data.ref), env_kwargs=config.env_kwargs, retries=config.retries,
-                          own_env=True)
+                          own_env=True, remote=config.remote, token=config.token)
         try:
             await run_blocking(episode.reset)
             await play(episode, agents.player, task)

@@ -10,7 +10,9 @@ the grading process and thread, and the response is graded as one whole episode,
 another model's end token, ``</s>`` or DeepSeek's full-width one, is plain text to a tokenizer
 that does not know it). ``reward_kwargs`` may set ``env_kwargs`` (``gym.make``
 arguments over the row's own: how grading runs, e.g. ``{"sandbox": "docker"}``), ``max_turns``
-(the reference's: 1 in ``verl_rows``) and ``retries`` (1).
+(the reference's: 1 in ``verl_rows``), ``retries`` (1), and ``remote`` / ``token`` (a
+``gym-sysmath serve`` URL and its token, default ``GYM_SYSMATH_SERVE_TOKEN``: every response is
+graded there, ``+reward.custom_reward_function.reward_kwargs.remote=URL``).
 
 Prompt length: verl 0.9.1 cuts a prompt longer than ``actor_rollout_ref.rollout.prompt_length``
 (``data.max_prompt_length``, 512 by default) from its start in the agent loop, with only a log
@@ -65,13 +67,15 @@ VERL_MAX_PROMPT_LENGTH = 4096
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str | Mapping[str, Any],
                   extra_info: Mapping[str, Any] | None = None, *, env_kwargs: Mapping[str, Any] | None = None,
-                  max_turns: int | None = None, retries: int = 1, **_: Any) -> dict[str, Any]:
+                  max_turns: int | None = None, retries: int = 1, remote: str | None = None,
+                  token: str | None = None, **_: Any) -> dict[str, Any]:
     """``{"score", "acc", "verdict"}`` for one response; ``ScoringError`` when the harness fails."""
     if not str(data_source).startswith(DATA_SOURCE_PREFIX):
         raise ValueError(f"data_source {data_source!r} is not a gym-sysmath row (expected {DATA_SOURCE_PREFIX}...); "
                          f"route other data sources to their own compute_score")
     reward, info = grade_completion(TaskRef.parse(ground_truth), strip_end_tokens(solution_str),
-                                    env_kwargs=env_kwargs, max_turns=max_turns, retries=retries)
+                                    env_kwargs=env_kwargs, max_turns=max_turns, retries=retries, remote=remote,
+                                    token=token)
     return {"score": reward, "acc": float(bool(info.get("correct"))), "verdict": str(info.get("verdict"))}
 
 

@@ -140,7 +140,7 @@ class _Codec:
     def step_result(self, data: Mapping[str, Any]) -> StepResult:
         observation = data["observation"]
         reward = data.get("reward")
-        if not isinstance(reward, (int, float)) or observation.get("info", {}).get("turn", 0) < 1:
+        if not isinstance(reward, (int, float)):
             raise _Garbled("the server's reply to a step carries no reward (a reset's reply read out of turn?)")
         info = dict(observation.get("info", {}))
         self.last_info = info
@@ -162,6 +162,12 @@ class _Codec:
         if "503" in text:
             return RemoteUnavailable(f"the gym-sysmath server at {self.base} is draining and takes no new sessions")
         return RemoteUnavailable(f"cannot open a session on the gym-sysmath server at {self.base}: {exc}")
+
+
+def _run_code_message(code: str) -> str:
+    """A ``run_code`` tool call: its code, marked as a call, not a reply."""
+    return json.dumps({"type": "step", "data": {"text": code if isinstance(code, str) else str(code),
+                                                "tool": "run_code"}})
 
 
 def _is_lost_session(error: RemoteEnvError) -> bool:
@@ -269,10 +275,18 @@ class RemoteSysmathEnv(gym.Env):
         raise AssertionError("unreachable")
 
     def step(self, action: Any) -> StepResult:
+        return self._step(self.codec.step_message(action))
+
+    def run_code(self, code: str) -> StepResult:
+        """One ``run_code`` tool call on the server (an env made with ``code_via="tool"``): the
+        served env's ``run_code``, with ``step``'s five values and its lost-step handling."""
+        return self._step(_run_code_message(code))
+
+    def _step(self, message: str) -> StepResult:
         if not self.codec.in_episode:
             raise RuntimeError("step before reset (or after a lost step): call reset first")
         try:
-            return self.codec.step_result(self._call(self.codec.step_message(action)))
+            return self.codec.step_result(self._call(message))
         except RemoteEnvError as exc:
             if not _is_lost_session(exc):
                 raise
@@ -383,11 +397,18 @@ class AsyncRemoteSysmathEnv:
         raise AssertionError("unreachable")
 
     async def step(self, action: Any) -> StepResult:
+        return await self._step(self.codec.step_message(action))
+
+    async def run_code(self, code: str) -> StepResult:
+        """``RemoteSysmathEnv.run_code``, awaited."""
+        return await self._step(_run_code_message(code))
+
+    async def _step(self, message: str) -> StepResult:
         async with self._busy:
             if not self.codec.in_episode:
                 raise RuntimeError("step before reset (or after a lost step): call reset first")
             try:
-                return self.codec.step_result(await self._call(self.codec.step_message(action)))
+                return self.codec.step_result(await self._call(message))
             except RemoteEnvError as exc:
                 if not _is_lost_session(exc):
                     raise

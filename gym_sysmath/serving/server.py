@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 
@@ -170,6 +170,9 @@ def _served_env_class(board: _Board) -> tuple[type, type, type]:
 
         #: Any JSON value, passed to ``env.step`` as sent: a non-string gets the env's own format error
         text: Any = Field(description="the agent's reply (an answer, or a fenced code block for a tool turn)")
+        #: ``run_code``: ``text`` is the code of one run_code tool call (an env made with
+        #: ``code_via="tool"``: TRL's ``environment_factory``), not a reply
+        tool: Literal["run_code"] | None = Field(default=None, description="run_code: text is a run_code call's code")
 
     class SysmathObservation(Observation):
         """``env.reset`` / ``env.step``'s results; ``done`` is ``terminated or truncated``."""
@@ -258,7 +261,14 @@ def _served_env_class(board: _Board) -> tuple[type, type, type]:
                     sent = action.text
                     if isinstance(sent, dict) and set(sent) == {"unsendable"}:  # client.py: not JSON-able
                         sent = _stand_in(str(sent["unsendable"]))
-                    observation, reward, terminated, truncated, info = self.env.step(sent)
+                    outcome: tuple[Any, Any, bool, bool, dict[str, Any]]
+                    if action.tool == "run_code":  # a function-tool turn of a code_via='tool' env
+                        from gym_sysmath.env import core_env
+
+                        outcome = core_env(self.env).run_code(sent)
+                    else:
+                        outcome = self.env.step(sent)
+                    observation, reward, terminated, truncated, info = outcome
                 finally:
                     self._leave()
             self.steps += 1
