@@ -363,3 +363,20 @@ def test_remote_rollouts_example_runs_against_a_server(gym_server) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("4 episodes: {'wrong_answer': 4}"), done.stdout
+
+
+@pytest.mark.docker
+def test_a_client_dropped_without_close_gives_its_session_back(gym_server) -> None:
+    """A served env garbage-collected unclosed ends its session (a draining server would wait on it)."""
+    import gc
+
+    before = gym_server.health()["sessions"]
+    env = RemoteSysmathEnv(gym_server.url, "LinearAlgebra-v0")
+    env.reset(seed=0)
+    assert gym_server.health()["sessions"] == before + 1
+    del env
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while gym_server.health()["sessions"] > before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert gym_server.health()["sessions"] == before

@@ -22,6 +22,7 @@ import json
 import os
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -192,6 +193,22 @@ def _retryable_on_reset() -> tuple[type[BaseException], ...]:
     return (_Garbled, *_transport_errors())
 
 
+class _Held:
+    """A sync client's socket, apart from the env so that a finalizer can close it: an env dropped
+    without ``close()`` would otherwise keep its session (and a draining server) open, since the
+    socket's reader thread keeps the socket alive."""
+
+    socket: Any = None
+
+    def close(self) -> None:
+        socket, self.socket = self.socket, None
+        if socket is not None:
+            try:
+                socket.close()
+            except Exception:  # already gone
+                pass
+
+
 class RemoteSysmathEnv(gym.Env):
     """A served env: ``gymnasium.Env`` whose episodes run on a ``gym-sysmath serve`` server.
 
@@ -215,20 +232,21 @@ class RemoteSysmathEnv(gym.Env):
         self.connect_timeout_s, self.message_timeout_s = connect_timeout_s, message_timeout_s
         self.observation_space = text_space(MAX_OBSERVATION_CHARS)
         self.action_space = text_space(MAX_ACTION_CHARS)
-        self._socket: Any = None
+        self._held = _Held()
+        weakref.finalize(self, self._held.close)  # dropped unclosed: the session still ends
 
     def _open(self) -> Any:
         from websockets.sync.client import connect
 
-        if self._socket is None:
+        if self._held.socket is None:
             try:
                 connection = connect(self.codec.ws_url, additional_headers=self.codec.headers,
                                      open_timeout=self.connect_timeout_s, max_size=None,
                                      ping_interval=20.0, ping_timeout=60.0)
-                self._socket = connection.__enter__()  # held across calls; `_drop` closes it
+                self._held.socket = connection.__enter__()  # held across calls; `_drop` closes it
             except Exception as exc:  # refused, unreachable, a 401/503 handshake
                 raise self.codec.unreachable(exc) from exc
-        return self._socket
+        return self._held.socket
 
     def _call(self, message: str) -> dict[str, Any]:
         from websockets.exceptions import ConnectionClosed
@@ -248,7 +266,7 @@ class RemoteSysmathEnv(gym.Env):
             raise
 
     def _drop(self) -> None:
-        socket, self._socket = self._socket, None
+        socket, self._held.socket = self._held.socket, None
         if socket is not None:
             try:
                 socket.close()
@@ -301,9 +319,9 @@ class RemoteSysmathEnv(gym.Env):
         return self.codec.lost(why)
 
     def close(self) -> None:
-        if self._socket is not None:
+        if self._held.socket is not None:
             try:
-                self._socket.send(json.dumps({"type": "close", "data": {}}))
+                self._held.socket.send(json.dumps({"type": "close", "data": {}}))
             except Exception:  # already gone
                 pass
         self._drop()
