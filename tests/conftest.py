@@ -133,6 +133,9 @@ SLOW_TESTS = (
     "tests/test_compgeom_harness.py::",  # builds every fixture with the host g++ and rustc
     "tests/test_ray_rollouts.py::",
     "tests/test_ray_service.py::",  # a three-node Ray cluster on this machine
+    "tests/test_serve.py::",  # a `gym-sysmath serve` process per test or module (openenv imports in 5 s)
+    "tests/test_remote_adapters.py::",
+    "tests/hostile/test_serve_attacks.py::",
     "tests/test_notebook.py::",
     "tests/test_eval_llm.py::",  # a browser, SIGINT to a subprocess, a server that replies late
     # the framework integrations: importing torch, transformers, TRL, verl, Ray... takes seconds
