@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -256,4 +257,5 @@ def test_ray_service_example_runs_on_the_cluster(cluster):
     done = subprocess.run([sys.executable, str(example), "--address", cluster.address, "--episodes", "3",
                            "--sandbox", "process"], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "3 episodes on 2 node(s): {'wrong_answer': 3}" in done.stdout, done.stdout
+    # the cluster's CPU node may already be gone (the node-loss test removes it): one or two nodes
+    assert re.search(r"^3 episodes on [12] node\(s\): \{'wrong_answer': 3\}$", done.stdout, re.M), done.stdout

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from gym_sysmath.sandbox.pool import LEASE_WAIT_S
+from gym_sysmath.verdicts import Verdict
 
 __all__ = ["CLIENT_MESSAGE_TIMEOUT_S", "DEFAULT_PORT", "DRAINING_PREFIX", "EXPIRED_PREFIX", "MAX_MESSAGE_BYTES",
            "SERVER_CHOSEN_KWARGS", "TOKEN_ENV", "jsonable", "remote_scoring_error"]
@@ -62,7 +63,7 @@ def remote_scoring_error(message: str, *, task_id: str | None = None, family: st
     """The step result for a step the serving path lost (a dropped connection, a dead server, a
     session the server closed): the env's own harness-failure shape (reward 0, truncated, a
     ``scoring_error``), so trainers drop the sample instead of counting it wrong."""
-    info: dict[str, Any] = {"task_id": task_id, "family": family, "turn": turn, "verdict": "scoring_error",
+    info: dict[str, Any] = {"task_id": task_id, "family": family, "turn": turn, "verdict": Verdict.SCORING_ERROR.value,
                             "correct": False, "scoring_error": message[:500],
                             "detail": "the serving path failed; the sample should be dropped, not counted as wrong"}
     observation = "Episode stopped: the env server failed (not your fault); this step is not scored."
