@@ -101,5 +101,5 @@ def test_grpo_trainer_gets_every_reward_and_tool_turn_from_gym_sysmath_serve(mod
     finally:
         close_tool_envs()
     with capsys.disabled():
-        print(f"\nreal-model GRPO over gym-sysmath serve: {STEPS} step(s) x {BATCH} rollouts in {elapsed:.0f} s; live sessions "
-              f"on the server while grading {sessions}; verdicts {verdicts}")
+        print(f"\nreal-model GRPO over gym-sysmath serve: {STEPS} step(s) x {BATCH} rollouts in {elapsed:.0f} s; "
+              f"live sessions on the server while grading {sessions}; verdicts {verdicts}")
