@@ -44,12 +44,12 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     """``gym-sysmath serve``: one line for what it cannot run with, then serve until drained."""
+    import importlib.util
+
     from gym_sysmath.serving.protocol import TOKEN_ENV
     from gym_sysmath.serving.server import ServeError, ServeSettings
 
-    try:
-        import openenv  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("openenv") is None:
         print("gym-sysmath: serve needs the serve extra (openenv), in an environment of its own: "
               "`make serve-venv`, or `pip install 'gym-sysmath[serve]'` in a venv without verifiers", file=sys.stderr)
         return 2

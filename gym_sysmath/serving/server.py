@@ -408,8 +408,18 @@ def health(board: _Board, server: Any) -> dict[str, Any]:
     }
 
 
+def _without_web_ui() -> None:
+    """This server mounts no OpenEnv web UI, so keep gradio out (2.4 s of every start): OpenEnv
+    imports its web interface only when it can (``ModuleNotFoundError`` leaves it unset)."""
+    import sys
+
+    if "gradio" not in sys.modules and "openenv" not in sys.modules:
+        sys.modules["gradio"] = None  # type: ignore[assignment]  # an import of it raises ModuleNotFoundError
+
+
 def build_app(settings: ServeSettings) -> tuple[Any, _Board, Any]:
     """The ASGI app (gated), its board, and OpenEnv's ``HTTPEnvServer`` (for the session count)."""
+    _without_web_ui()
     from fastapi import FastAPI
     from openenv.core.env_server.http_server import HTTPEnvServer
     from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
