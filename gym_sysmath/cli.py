@@ -47,7 +47,7 @@ def _serve(args: argparse.Namespace) -> int:
     import importlib.util
 
     from gym_sysmath.serving.protocol import TOKEN_ENV
-    from gym_sysmath.serving.server import ServeError, ServeSettings
+    from gym_sysmath.serving.server import ServeError, ServeSettings, serve
 
     if importlib.util.find_spec("openenv") is None:
         print("gym-sysmath: serve needs the serve extra (openenv), in an environment of its own: "
@@ -71,19 +71,17 @@ def _serve(args: argparse.Namespace) -> int:
                              max_sessions=args.max_sessions, warm=args.warm, sandbox=args.sandbox,
                              idle_timeout_s=args.idle_timeout, drain_timeout_s=args.drain_timeout,
                              allow_origins=tuple(args.allow_origin or ()))
-    try:
-        settings.check()
-    except ServeError as exc:
-        print(f"gym-sysmath: {exc}", file=sys.stderr)
-        return 2
-    from gym_sysmath.serving.server import serve
 
     def ready(url: str) -> None:
         served = ", ".join(settings.env_ids) if settings.env_ids else "every env id"
         print(f"serving {served} at {url} (OpenEnv WebSocket: {url.replace('http', 'ws', 1)}/ws; "
               f"health: {url}/health); Ctrl-C or SIGTERM drains", flush=True)
 
-    return serve(settings, ready=ready)
+    try:
+        return serve(settings, ready=ready)  # its settings.check() refuses before anything starts
+    except ServeError as exc:
+        print(f"gym-sysmath: {exc}", file=sys.stderr)
+        return 2
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -65,18 +65,27 @@ def sandbox(docker_available) -> Sandbox:
 
 
 @contextlib.contextmanager
-def killing_our_containers(delay_s: float = 0.0):
-    """Keep killing this process's sandbox containers (a real harness failure, retries
-    included) until the block exits."""
+def killing_our_containers(delay_s: float = 0.0, owner_pid: int | None = None):
+    """Keep killing this process's sandbox containers, or those of the process ``owner_pid`` on
+    this host (a `gym-sysmath serve`), until the block exits: a real harness failure, retries
+    included."""
+    import socket
+
     from gym_sysmath.sandbox import daemon
 
     client = daemon.docker_client()
     stop = threading.Event()
+    owner = f"{socket.gethostname()}:{owner_pid}:"
+
+    def targets() -> list:
+        if owner_pid is None:
+            return daemon.containers_of_this_process(client)
+        return [c for c in daemon.our_containers(client) if c.labels.get(daemon.LABEL_OWNER, "").startswith(owner)]
 
     def kill_loop() -> None:
         time.sleep(delay_s)
         while not stop.is_set():
-            for container in daemon.containers_of_this_process(client):
+            for container in targets():
                 with contextlib.suppress(Exception):
                     container.kill()
             time.sleep(0.02)

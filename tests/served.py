@@ -56,6 +56,17 @@ class Server:
         return self.log.read_text(errors="replace")
 
 
+def stop(process: subprocess.Popen[str], timeout_s: float) -> None:
+    """SIGTERM (the server drains), then SIGKILL if it is still up after ``timeout_s``."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @contextlib.contextmanager
 def running_server(*flags: str, token: str | None = None, tmp_dir: Path | None = None,
                    start_timeout_s: float = 120.0) -> Iterator[Server]:
@@ -89,12 +100,6 @@ def running_server(*flags: str, token: str | None = None, tmp_dir: Path | None =
                 time.sleep(0.25)
         yield server
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(process, timeout_s=60)
         if process.returncode != 0:
             print(f"gym-sysmath serve exited with {process.returncode}:\n{server.output()[-2000:]}", file=sys.stderr)

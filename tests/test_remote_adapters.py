@@ -18,8 +18,6 @@ import contextlib
 import functools
 import json
 import math
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -37,6 +35,7 @@ from gym_sysmath.integrations.episodes import (
 )
 from gym_sysmath.integrations.trl import SysmathReward, SysmathToolEnv, build_dataset, close_tool_envs
 from gym_sysmath.serving.client import RemoteSysmathEnv
+from tests.conftest import killing_our_containers
 
 PROCESS = {"sandbox": "process"}
 #: a task set no install has: a row "exported elsewhere"
@@ -89,37 +88,14 @@ def foreign(row: dict) -> dict:
     return {**row, "task_set": FOREIGN}
 
 
-def server_pid_label(server) -> str:
-    return f"{socket.gethostname()}:{server.process.pid}:"
-
-
 @contextlib.contextmanager
 def killing_server_containers(server, delay_s: float = 0.5) -> Iterator[None]:
     """Keep killing the server's sandbox containers (a real harness failure on the server, its
     retry included) until the block exits; then wait until its pool has a live reserve again."""
-    from gym_sysmath.sandbox import daemon
-    from gym_sysmath.sandbox.workers import LABEL_OWNER
-
-    client = daemon.docker_client()
-    owner = server_pid_label(server)
-    stop = threading.Event()
-
-    def kill_loop() -> None:
-        time.sleep(delay_s)
-        while not stop.is_set():
-            for container in daemon.our_containers(client):
-                if container.labels.get(LABEL_OWNER, "").startswith(owner):
-                    with contextlib.suppress(Exception):
-                        container.kill()
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_loop, daemon=True)
-    killer.start()
     try:
-        yield
+        with killing_our_containers(delay_s, owner_pid=server.process.pid):
+            yield
     finally:
-        stop.set()
-        killer.join()
         deadline = time.monotonic() + 60
         time.sleep(1.0)  # the pool notices its dead reserve
         while time.monotonic() < deadline:

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -29,6 +28,7 @@ from gym_sysmath.serving.client import (
     server_health,
 )
 from gym_sysmath.serving.protocol import EXPIRED_PREFIX, jsonable
+from tests.conftest import killing_our_containers
 from tests.served import SERVE_PYTHON, running_server, serve_or_skip
 
 pytestmark = pytest.mark.filterwarnings("ignore:sandbox='process'")
@@ -193,39 +193,15 @@ def test_health_reports_capacity_and_the_served_task_sets(gym_server) -> None:
 # ---------------------------------------------------------------- the serving path failing
 
 
-def _containers_of(pid: int) -> list:
-    from gym_sysmath.sandbox import daemon
-
-    client = daemon.docker_client()
-    prefix = f"{socket.gethostname()}:{pid}:"
-    return [c for c in daemon.our_containers(client) if c.labels.get(daemon.LABEL_OWNER, "").startswith(prefix)]
-
-
 @pytest.mark.docker
 def test_harness_failure_on_the_server_arrives_as_a_scoring_error(tmp_path) -> None:
     """The server's containers killed under a tool turn (retry included): the client reads the
     env's scoring error, not a wrong answer."""
     with running_server("CsappExact-v0", tmp_dir=tmp_path) as server:
-        stop = threading.Event()
-
-        def kill_loop() -> None:
-            while not stop.is_set():
-                for container in _containers_of(server.process.pid):
-                    try:
-                        container.kill()
-                    except Exception:
-                        pass
-                time.sleep(0.02)
-
         with RemoteSysmathEnv(server.url, max_turns=3) as env:
             env.reset(seed=2)
-            killer = threading.Thread(target=kill_loop, daemon=True)
-            killer.start()
-            try:
+            with killing_our_containers(owner_pid=server.process.pid):
                 result = env.step("```python\nimport time\ntime.sleep(2)\nprint('done')\n```")
-            finally:
-                stop.set()
-                killer.join()
         _assert_scoring_error(result)
         assert "not your fault" in result[0]
 

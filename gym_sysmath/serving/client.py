@@ -155,6 +155,34 @@ class _Codec:
         return remote_scoring_error(f"gym-sysmath server {self.base}: {why}", task_id=info.get("task_id"),
                                     family=info.get("family"), turn=info.get("turn"))
 
+    def reset_failure(self, exc: Exception, last_try: bool) -> Exception | None:
+        """What a failed reset raises (``exc`` itself, or what it means), or ``None``: open a new
+        session and try again (the session died between episodes, or the connection did)."""
+        if isinstance(exc, RemoteUnavailable):
+            return exc
+        if isinstance(exc, RemoteEnvError):
+            if str(exc).startswith(DRAINING_PREFIX):
+                return RemoteUnavailable(f"the gym-sysmath server at {self.base} is draining and starts no new "
+                                         "episode")
+            return exc if last_try or not _is_lost_session(exc) else None
+        if isinstance(exc, _retryable_on_reset()):
+            return self.unreachable(exc) if last_try else None
+        return exc
+
+    @staticmethod
+    def lost_because(exc: Exception, message_timeout_s: float) -> str | None:
+        """Why a step was lost on the serving path (its result is then a scoring error), or
+        ``None`` when ``exc`` is not the path's failure (the server refused the call: re-raised)."""
+        if isinstance(exc, RemoteEnvError):
+            return str(exc) if _is_lost_session(exc) else None
+        if isinstance(exc, TimeoutError):
+            return f"no reply within {message_timeout_s:.0f} s"
+        if isinstance(exc, _Garbled):
+            return str(exc)
+        if isinstance(exc, _transport_errors()):  # the connection dropped, the server died
+            return f"the connection was lost mid-step ({type(exc).__name__}: {exc})"
+        return None
+
     def unreachable(self, exc: BaseException) -> RemoteUnavailable:
         text = str(exc)
         if "401" in text:
@@ -173,12 +201,6 @@ def _run_code_message(code: str) -> str:
 
 def _is_lost_session(error: RemoteEnvError) -> bool:
     return str(error).startswith(EXPIRED_PREFIX)
-
-
-def _refused_for_drain(codec: _Codec, error: RemoteEnvError) -> RemoteUnavailable | None:
-    if str(error).startswith(DRAINING_PREFIX):
-        return RemoteUnavailable(f"the gym-sysmath server at {codec.base} is draining and starts no new episode")
-    return None
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
@@ -276,19 +298,15 @@ class RemoteSysmathEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         message = self.codec.reset_message(seed, options)
-        for attempt in (1, 2):  # a session that died between episodes is replaced once
+        for last_try in (False, True):  # a session that died between episodes is replaced once
             try:
                 return self.codec.reset_result(self._call(message))
-            except RemoteUnavailable:
-                raise
-            except RemoteEnvError as exc:
-                if (refused := _refused_for_drain(self.codec, exc)) is not None:
-                    raise refused from exc
-                if not _is_lost_session(exc) or attempt == 2:
+            except Exception as exc:
+                failure = self.codec.reset_failure(exc, last_try)
+                if failure is exc:
                     raise
-            except _retryable_on_reset() as exc:
-                if attempt == 2:
-                    raise self.codec.unreachable(exc) from exc
+                if failure is not None:
+                    raise failure from exc
             self._drop()
         raise AssertionError("unreachable")
 
@@ -305,16 +323,10 @@ class RemoteSysmathEnv(gym.Env):
             raise RuntimeError("step before reset (or after a lost step): call reset first")
         try:
             return self.codec.step_result(self._call(message))
-        except RemoteEnvError as exc:
-            if not _is_lost_session(exc):
+        except Exception as exc:
+            why = self.codec.lost_because(exc, self.message_timeout_s)
+            if why is None:
                 raise
-            why = str(exc)
-        except TimeoutError:
-            why = f"no reply within {self.message_timeout_s:.0f} s"
-        except _Garbled as exc:
-            why = str(exc)
-        except _transport_errors() as exc:  # the connection dropped, the server died
-            why = f"the connection was lost mid-step ({type(exc).__name__}: {exc})"
         self._drop()
         return self.codec.lost(why)
 
@@ -398,19 +410,15 @@ class AsyncRemoteSysmathEnv:
         async with self._busy:
             if self.closed:
                 raise RuntimeError("this AsyncRemoteSysmathEnv is closed")
-            for attempt in (1, 2):
+            for last_try in (False, True):
                 try:
                     return self.codec.reset_result(await self._call(message))
-                except RemoteUnavailable:
-                    raise
-                except RemoteEnvError as exc:
-                    if (refused := _refused_for_drain(self.codec, exc)) is not None:
-                        raise refused from exc
-                    if not _is_lost_session(exc) or attempt == 2:
+                except Exception as exc:
+                    failure = self.codec.reset_failure(exc, last_try)
+                    if failure is exc:
                         raise
-                except _retryable_on_reset() as exc:
-                    if attempt == 2:
-                        raise self.codec.unreachable(exc) from exc
+                    if failure is not None:
+                        raise failure from exc
                 await self._drop()
         raise AssertionError("unreachable")
 
@@ -427,16 +435,10 @@ class AsyncRemoteSysmathEnv:
                 raise RuntimeError("step before reset (or after a lost step): call reset first")
             try:
                 return self.codec.step_result(await self._call(message))
-            except RemoteEnvError as exc:
-                if not _is_lost_session(exc):
+            except Exception as exc:
+                why = self.codec.lost_because(exc, self.message_timeout_s)
+                if why is None:
                     raise
-                why = str(exc)
-            except TimeoutError:
-                why = f"no reply within {self.message_timeout_s:.0f} s"
-            except _Garbled as exc:
-                why = str(exc)
-            except _transport_errors() as exc:
-                why = f"the connection was lost mid-step ({type(exc).__name__}: {exc})"
             await self._drop()
             return self.codec.lost(why)
 

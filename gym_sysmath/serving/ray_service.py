@@ -113,8 +113,11 @@ def _pool_stats() -> list[dict[str, Any]]:
     ``reserve`` is the clean containers waiting for a lease."""
     from gym_sysmath.sandbox.pool import shared_pools
 
-    return [{"backend": backend, "pool_size": size, **dataclasses.asdict(sandbox.stats()),
-             "reserve": sandbox.stats().clean_now} for backend, size, sandbox in shared_pools()]
+    pools = []
+    for backend, size, sandbox in shared_pools():
+        stats = dataclasses.asdict(sandbox.stats())
+        pools.append({"backend": backend, "pool_size": size, **stats, "reserve": stats["clean_now"]})
+    return pools
 
 
 @dataclass

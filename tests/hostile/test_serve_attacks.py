@@ -30,7 +30,7 @@ import gym_sysmath  # noqa: F401  (registers the ids)
 from gym_sysmath.env import core_env
 from gym_sysmath.serving.client import AsyncRemoteSysmathEnv, RemoteSysmathEnv, RemoteUnavailable
 from gym_sysmath.serving.protocol import jsonable
-from tests.served import SERVE_PYTHON, Server, free_port, running_server, serve_or_skip
+from tests.served import SERVE_PYTHON, Server, free_port, running_server, serve_or_skip, stop
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:sandbox='process'")]
 
@@ -251,13 +251,7 @@ def test_a_reachable_host_refuses_the_process_sandbox(tmp_path) -> None:
             except OSError:
                 time.sleep(0.2)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(process, timeout_s=30)
     assert not listening, "serve --host 0.0.0.0 --sandbox process started serving"
     assert process.returncode == 2, log.read_text()[-2000:]
 
