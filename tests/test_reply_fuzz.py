@@ -301,6 +301,30 @@ def test_fuzzed_replies_step_render_and_grade_without_raising(envs, generated):
     check_reply(envs, *generated)
 
 
+class _UnprintableAction:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+NON_STRING_ACTIONS = st.one_of(
+    st.integers(), st.builds(lambda digits: 10 ** digits, st.integers(4_000, 6_000)),  # past int's str limit
+    st.floats(), st.none(), st.booleans(), st.binary(max_size=50), st.lists(st.text(max_size=5), max_size=4),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=3), st.tuples(st.integers()),
+    st.builds(_UnprintableAction))
+
+
+@FAST
+@given(NON_STRING_ACTIONS)
+def test_a_non_string_action_is_a_format_error_never_an_exception(envs, action):
+    """Whatever a policy hands ``step`` that is not a string (an int ``repr`` refuses, an object
+    whose ``__repr__`` raises): a format error on every family, and the episode renders."""
+    for (_env_id, task_id), env in envs.items():
+        _reset(env, task_id)
+        _, reward, terminated, truncated, info = env.step(action)
+        assert (reward, terminated, truncated, info["verdict"]) == (0.0, True, False, Verdict.FORMAT_ERROR.value)
+        assert isinstance(env.render(), str)
+
+
 @FAST_GROWTH
 @given(st.integers(0, len(FRAMES) - 1), units)
 @example(1, "1,\n")
