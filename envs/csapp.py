@@ -174,8 +174,9 @@ class CsappExactEnv(SysmathEnv):
     ## Starting State
     `reset(seed=..., options=...)` draws a task with the env's RNG; `options` may carry
     `task_id`, `categories` (`gym_sysmath.tasks.csapp.CATEGORIES`) or `difficulty` (easy,
-    medium, hard: see `gym_sysmath.tasks.csapp.difficulty`); `info["difficulty"]` is the task's
-    level. `gym_sysmath.curriculum.Curriculum` raises the level as the success rate climbs.
+    medium, hard: see `gym_sysmath.tasks.csapp.difficulty`; or `starter`, single operations on one
+    small value, drawn only when asked for and only on the train split); `info["difficulty"]` is
+    the task's level. `gym_sysmath.curriculum.Curriculum` raises the level as the success rate climbs.
     The filters (`categories`, `difficulty`) restrict everything alike: `task_ids`, `export`,
     `eval`, the draws of both splits and the `task_id`s reset accepts (one they exclude is a
     `ValueError` naming the filter). A filter given as a reset option narrows the env's own for
@@ -191,7 +192,7 @@ class CsappExactEnv(SysmathEnv):
     | --- | --- | --- | --- |
     | `split` | `str` | `"eval"` | `"eval"` or `"train"` (below) |
     | `categories` | `Optional[Sequence[str]]` | `None` (all) | task categories to draw from |
-    | `difficulty` | `Optional[str]` | `None` (all) | `"easy"`, `"medium"` or `"hard"` |
+    | `difficulty` | `Optional[str]` | `None` (standard) | `"starter"` (train only), `"easy"`, `"medium"`, `"hard"` |
     | `max_turns` | `Optional[int]` | `5` | replies per episode (the last must answer) |
     | `tasks_path` | `Optional[str]` | `None` | a task file to load instead of the shipped one |
     | `sandbox` | `str` | `"docker"` | `"docker"` or `"process"` |
@@ -216,7 +217,8 @@ class CsappExactEnv(SysmathEnv):
 
     ## Version History
     - v0: 40 tasks in 5 categories (integers, floats, bits, memory, cache); then 81 in 10, adding
-      machine, linking, processes, vm and concurrency, the 40 unchanged; difficulty levels.
+      machine, linking, processes, vm and concurrency, the 40 unchanged; difficulty levels; the
+      opt-in `starter` level of the train split (5 single-operation templates).
 
     Examples:
         >>> import gymnasium as gym, gym_sysmath
@@ -227,7 +229,7 @@ class CsappExactEnv(SysmathEnv):
     family = "csapp"
     default_max_turns = 5
     filters = (TaskFilter("categories", "category", csapp.CATEGORIES),
-               TaskFilter("difficulty", "difficulty", csapp.LEVELS, many=False))
+               TaskFilter("difficulty", "difficulty", csapp.LEVELS, many=False, unset=csapp.STANDARD_LEVELS))
 
     def __init__(self, *, split: str = "eval", categories: tuple[str, ...] | list[str] | None = None,
                  max_turns: int | None = None, tasks_path: str | None = None, sandbox: str = "docker",

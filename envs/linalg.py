@@ -59,7 +59,7 @@ class LinearAlgebraEnv(SysmathEnv):
     | name | type | default | meaning |
     | --- | --- | --- | --- |
     | `split` | `str` | `"eval"` | `"eval"` or `"train"` (below) |
-    | `difficulty` | `Optional[str]` | `None` (all) | a difficulty filter |
+    | `difficulty` | `Optional[str]` | `None` (easy, medium, hard) | `"starter"`, `"easy"`, `"medium"` or `"hard"` |
     | `topics` | `Optional[Sequence[str]]` | `None` (all) | a topic filter |
     | `max_turns` | `Optional[int]` | `1` | replies per episode (1: no tool turns) |
     | `sandbox` | `str` | `"docker"` | `"docker"` or `"process"` (tool turns only) |
@@ -68,8 +68,11 @@ class LinearAlgebraEnv(SysmathEnv):
     | `code_via` | `str` | `"fence"` | `"tool"`: code runs only through `run_code`, every reply is final |
     | `limits` | `Optional[Limits]` | 20 s wall per turn | limits of each tool turn |
 
-    - `split`: `"eval"` (default, the fixed 78) or `"train"` (unlimited seeded problems).
-    - `difficulty`, `topics`: filters (above, Starting State).
+    - `split`: `"eval"` (default, the fixed 78; 60 starter problems besides) or `"train"` (unlimited
+      seeded problems).
+    - `difficulty`, `topics`: filters (above, Starting State). `"starter"` (1x1 and 2x2 cases of 10
+      topics, where a small model first scores) is served only when asked for, as the argument or
+      the reset option; without either an env serves and draws the standard three levels.
     - `max_turns`: 1 (default) disables tool turns.
     - `code_via`: `"fence"` (a reply's ```python block is a tool turn) or `"tool"`: the prompt
       describes a `run_code` tool, `env.unwrapped.run_code(code)` runs a tool turn (at most
@@ -81,7 +84,8 @@ class LinearAlgebraEnv(SysmathEnv):
     `info["format_ok"]` says whether a readable ANSWER value was found.
 
     ## Version History
-    - v0: 78 eval problems, a seeded train split, optional Python tool turns.
+    - v0: 78 eval problems, a seeded train split, optional Python tool turns; later the opt-in
+      `starter` level (60 eval problems and its train draws).
 
     Examples:
         >>> import gymnasium as gym, gym_sysmath
@@ -91,7 +95,7 @@ class LinearAlgebraEnv(SysmathEnv):
 
     family = "linalg"
     default_max_turns = 1
-    filters = (TaskFilter("difficulty", "difficulty", linalg.DIFFICULTIES, many=False),
+    filters = (TaskFilter("difficulty", "difficulty", linalg.LEVELS, many=False, unset=linalg.DIFFICULTIES),
                TaskFilter("topics", "topic", linalg.TOPICS))
 
     def __init__(self, *, split: str = "eval", difficulty: str | None = None,

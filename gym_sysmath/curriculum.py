@@ -1,10 +1,12 @@
 """A curriculum as simple as it can be: move up a level when the recent success rate is high.
 
 reasoning-gym's curricula step each attribute through a list of levels on request; this one
-has a single ladder (easy, medium, hard: the ``difficulty`` reset option of CsappExact-v0) and
-climbs it by itself: after ``window`` episodes at a level whose mean reward reaches
-``threshold`` it moves to the next level and starts counting again. It never moves down.
-Nothing here is random and nothing reads a clock, so a run replays exactly.
+has a single ladder (the ``difficulty`` reset option: CsappExact-v0's easy, medium, hard by
+default; ``levels=gym_sysmath.tasks.linalg.LEVELS`` for LinearAlgebra-v0, whose ladder starts at
+``starter``, where a 135M model first scores) and climbs it by itself: after ``window`` episodes
+at a level whose mean reward reaches ``threshold`` it moves to the next level and starts
+counting again. It never moves down. Nothing here is random and nothing reads a clock, so a run
+replays exactly. ``examples/smollm2_grpo.py`` trains with it.
 
     curriculum = Curriculum()
     obs, info = env.reset(seed=s, options=curriculum.options())

@@ -289,10 +289,13 @@ class SysmathEnv(gym.Env[str, str]):
             wanted[entry.argument] = names
         return wanted
 
-    def _excluded_by(self, task_id: str, wanted: Mapping[str, tuple[str, ...]]) -> TaskFilter | None:
-        """The first of ``wanted``'s filters that eval task ``task_id`` fails, or ``None``."""
+    def _excluded_by(self, task_id: str, wanted: Mapping[str, tuple[str, ...]], *,
+                     unasked: bool = True) -> TaskFilter | None:
+        """The first of ``wanted``'s filters that eval task ``task_id`` fails, or ``None``;
+        ``unasked``: a filter ``wanted`` leaves out keeps its ``unset`` names (a task named by
+        its id was asked for, so a reset by ``task_id`` checks only the filters given)."""
         for entry in self.filters:
-            names = wanted.get(entry.argument)
+            names = wanted.get(entry.argument, entry.unset if unasked else None)
             if names is not None and self._filter_value(task_id, entry.key) not in names:
                 return entry
         return None
@@ -302,12 +305,12 @@ class SysmathEnv(gym.Env[str, str]):
         filters: the env's and the reset's own), else one drawn from the served tasks that pass
         ``wanted`` (``_reset_filters(options)``) with the env's RNG."""
         if "task_id" not in options:
-            return self._choose([task_id for task_id in self._served if self._excluded_by(task_id, wanted) is None],
-                                wanted)
+            kept = [task_id for task_id in self._every_eval_id if self._excluded_by(task_id, wanted) is None]
+            return self._choose(kept, wanted)
         task_id = options["task_id"]
         if task_id not in self._every_eval_id:
             raise ValueError(f"unknown task_id {task_id!r}; see env.unwrapped.task_ids")
-        entry = self._excluded_by(task_id, wanted)
+        entry = self._excluded_by(task_id, wanted, unasked=False)
         if entry is not None:
             value = self._filter_value(task_id, entry.key)
             if entry.argument in self.applied_filters and value not in self.applied_filters[entry.argument]:

@@ -61,7 +61,7 @@ _BUILT_IN: tuple[Family, ...] = (
            vector_entry_point="gym_sysmath.vector:csapp_vector"),
     Family("linalg", "gym_sysmath.envs.linalg:LinearAlgebraEnv", (EnvId("LinearAlgebra-v0"),),
            verifier="gym_sysmath.verification:linalg", breakdown_keys=("difficulty", "topic"),
-           breakdown_order={"difficulty": "gym_sysmath.tasks.linalg.problem:DIFFICULTIES"},
+           breakdown_order={"difficulty": "gym_sysmath.tasks.linalg.problem:LEVELS"},
            vector_entry_point="gym_sysmath.vector:linalg_vector"),
     Family("compgeom", "gym_sysmath.envs.compgeom:CompGeomEnv",
            (EnvId("CompGeom-v0"), EnvId("CompGeomCpp-v0", {"languages": ["cpp"]}),

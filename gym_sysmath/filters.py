@@ -70,6 +70,10 @@ class TaskFilter:
     option that narrows the filter for one reset, taking a list of names or one name as
     ``option_many`` says (default: as the argument).
 
+    ``unset`` (default: all of ``choices``) is what an env keeps when neither its argument nor
+    the reset option names any: a level served only when asked for (``difficulty="starter"``)
+    stays out of an unfiltered env's eval set.
+
     ``SysmathEnv`` reads every filter of a family (its ``filters``) in one place: the eval tasks
     the env serves (``task_ids``, and so ``export`` and ``eval``), ``reset``'s draws and the
     ``task_id`` it admits, and the train split's draws all follow the same filters."""
@@ -80,6 +84,7 @@ class TaskFilter:
     many: bool = True
     option: str = ""
     option_many: bool | None = None
+    unset: tuple[str, ...] | None = None
 
     @property
     def option_name(self) -> str:

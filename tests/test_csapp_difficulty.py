@@ -8,18 +8,20 @@ import numpy as np
 import pytest
 
 from gym_sysmath.curriculum import Curriculum
-from gym_sysmath.tasks.csapp import LEVELS, load_tasks, sample_task, task_level
+from gym_sysmath.tasks.csapp import LEVELS, STANDARD_LEVELS, load_tasks, sample_task, task_level
 from gym_sysmath.tasks.csapp.catalog import TEMPLATES
 from gym_sysmath.tasks.csapp.difficulty import level_of, levels_of, measure, param_size
 
 
-def test_every_template_has_all_three_levels():
-    short = {name: levels_of(t) for name, t in TEMPLATES.items() if levels_of(t) != LEVELS}
+def test_every_template_has_all_three_levels_but_the_starter_ones_their_own():
+    short = {name: levels_of(t) for name, t in TEMPLATES.items()
+             if levels_of(t) != (STANDARD_LEVELS if t.level is None else ("starter",))}
     assert short == {}
+    assert ("starter", *STANDARD_LEVELS) == LEVELS
 
 
 def test_every_eval_task_has_a_level():
-    assert set(Counter(task_level(t) for t in load_tasks())) <= set(LEVELS)
+    assert set(Counter(task_level(t) for t in load_tasks())) <= set(STANDARD_LEVELS)  # starter: train only
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -33,6 +35,8 @@ def test_train_draws_are_at_the_requested_level(level):
 def test_hard_draws_are_bigger_than_easy_ones_on_every_template():
     rng = np.random.default_rng(5)
     for name, template in TEMPLATES.items():
+        if template.level is not None:
+            continue
         sizes = {}
         for level in ("easy", "hard"):
             drawn = []
@@ -73,15 +77,15 @@ def test_param_size_counts_bits_digits_and_elements():
 
 def test_curriculum_climbs_only_after_a_full_window_above_threshold():
     curriculum = Curriculum(threshold=0.75, window=4)
-    assert curriculum.options() == {"difficulty": "easy"}
+    assert curriculum.options() == {"difficulty": "starter"}  # the ladder starts below easy
     for reward in (1, 1, 1):
-        assert curriculum.record(reward) == "easy"  # window not yet full
-    assert curriculum.record(0) == "medium"  # 3/4 = 0.75 reaches the threshold
+        assert curriculum.record(reward) == "starter"  # window not yet full
+    assert curriculum.record(0) == "easy"  # 3/4 = 0.75 reaches the threshold
     assert curriculum.success_rate is None  # the count restarts at the new level
 
 
 def test_curriculum_holds_while_the_moving_rate_is_low():
-    curriculum = Curriculum(threshold=0.8, window=5)
+    curriculum = Curriculum(threshold=0.8, window=5, start="easy")
     for reward in [1, 0] * 20:
         curriculum.record(reward)
     assert curriculum.level == "easy"

@@ -167,10 +167,10 @@ def test_built_in_ids_and_breakdowns_are_unchanged():
     assert breakdown_keys("CompGeomRust-v0") == ("language",)
     assert breakdown_keys("Unregistered-v0") == ("category", "difficulty", "topic", "language")
     from gym_sysmath.tasks.csapp.difficulty import LEVELS
-    from gym_sysmath.tasks.linalg import DIFFICULTIES
+    from gym_sysmath.tasks.linalg import LEVELS as LINALG_LEVELS
 
-    assert breakdown_order("CsappExact-v0", "difficulty") == LEVELS == ("easy", "medium", "hard")
-    assert breakdown_order("LinearAlgebra-v0", "difficulty") == DIFFICULTIES
+    assert breakdown_order("CsappExact-v0", "difficulty") == LEVELS == ("starter", "easy", "medium", "hard")
+    assert breakdown_order("LinearAlgebra-v0", "difficulty") == LINALG_LEVELS == ("starter", "easy", "medium", "hard")
     assert breakdown_order("Unregistered-v0", "difficulty") == LEVELS
     assert breakdown_order("CompGeom-v0", "language") == breakdown_order("CsappExact-v0", "category") == ()
 

@@ -511,7 +511,7 @@ def test_scaled_solutions_fail_but_scaled_eigenvectors_pass(seed, difficulty, fa
 
 
 def test_reference_response_grades_correct_for_every_shipped_problem():
-    assert len(_SHIPPED) == 78
+    assert len(_SHIPPED) == 138
     for problem in _SHIPPED:
         result = grade(problem, reference_response(problem))
         assert result.correct, (problem.problem_id, result)

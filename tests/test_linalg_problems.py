@@ -1,4 +1,4 @@
-"""The linear-algebra problem sets: the shipped 78 and the procedural train split."""
+"""The linear-algebra problem sets: the shipped 138 (78 standard, 60 starter) and the procedural train split."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import sympy
 from gym_sysmath.tasks.linalg import (
     DIFFICULTIES,
     KIND_OF_TOPIC,
+    STARTER_TOPICS,
     TOPICS,
     generate_problem,
     grade,
@@ -41,11 +42,13 @@ _PRINTABLE = set(string.printable) - set("\x0b\x0c\r")
 # --- the shipped eval set ---------------------------------------------------------------------
 
 
-def test_shipped_set_is_13_topics_by_3_difficulties_by_2_variants():
-    assert len(SHIPPED) == 78
-    assert Counter((p.topic, p.difficulty) for p in SHIPPED) == {(t, d): 2 for t in TOPICS for d in DIFFICULTIES}
-    assert len({p.problem_id for p in SHIPPED}) == 78
+def test_shipped_set_is_13_topics_by_3_difficulties_by_2_variants_then_the_starter_level():
+    assert len(SHIPPED) == 138
+    standard = {(t, d): 2 for t in TOPICS for d in DIFFICULTIES}
+    assert Counter((p.topic, p.difficulty) for p in SHIPPED) == standard | {(t, "starter"): 6 for t in STARTER_TOPICS}
+    assert len({p.problem_id for p in SHIPPED}) == 138
     assert SHIPPED[0].problem_id == "eval/determinant/easy/0"
+    assert all(p.difficulty != "starter" for p in SHIPPED[:78])  # the starter level renumbers none of the 78
 
 
 def test_shipped_file_is_current():
@@ -55,12 +58,12 @@ def test_shipped_file_is_current():
 def test_shipped_file_names_the_command_that_regenerates_it():
     header = json.loads(DEFAULT_PATH.read_text(encoding="utf-8"))
     assert header["generated_by"] == COMMAND == "python -m gym_sysmath.tasks.linalg.build"
-    assert header["count"] == 78
+    assert header["count"] == 138
 
 
 def test_check_mode_fails_on_a_stale_file(tmp_path, capsys):
     stale = tmp_path / "problems.json"
-    stale.write_text(DEFAULT_PATH.read_text(encoding="utf-8").replace('"count": 78', '"count": 77'), encoding="utf-8")
+    stale.write_text(DEFAULT_PATH.read_text(encoding="utf-8").replace('"count": 138', '"count": 137'), encoding="utf-8")
     assert main(["--check", "--path", str(stale)]) == 1
     assert main(["--check"]) == 0
     assert "stale" in capsys.readouterr().err
@@ -74,9 +77,9 @@ def test_build_writes_a_file_that_check_accepts(tmp_path):
 
 def test_verify_rederives_every_key(capsys):
     report = verify()
-    assert report.ok and report.summary() == "78/78", report.failures
+    assert report.ok and report.summary() == "138/138", report.failures
     assert main(["--verify"]) == 0
-    assert capsys.readouterr().out.strip().endswith("78/78")
+    assert capsys.readouterr().out.strip().endswith("138/138")
 
 
 def test_verify_catches_a_corrupted_key(tmp_path):
@@ -86,7 +89,7 @@ def test_verify_catches_a_corrupted_key(tmp_path):
     bad = tmp_path / "problems.json"
     bad.write_text(json.dumps(data), encoding="utf-8")
     report = verify(bad)
-    assert not report.ok and report.summary() == "77/78"
+    assert not report.ok and report.summary() == "137/138"
     assert victim["problem_id"] in report.failures[0] and "sympy" in report.failures[0]
     assert main(["--verify", "--path", str(bad)]) == 1
 
@@ -97,12 +100,12 @@ def test_verify_reports_missing_problems():
 
 
 def test_any_item_rebuilds_alone():
-    for index in (0, 37, 77):
+    for index in (0, 37, 77, 78, 137):
         assert build_item(index) == SHIPPED[index]
 
 
 def test_each_slot_has_its_own_seed_so_variants_differ():
-    assert len({json.dumps(p.inputs, sort_keys=True) for p in SHIPPED}) == 78
+    assert len({json.dumps([p.topic, p.difficulty, p.inputs], sort_keys=True) for p in SHIPPED}) == 138
     assert [p.problem_id for p in SHIPPED] == [f"eval/{t}/{d}/{v}" for t, d, v in SLOTS]
 
 
@@ -122,7 +125,7 @@ def test_load_problems_filters():
         load_problems(topics=["astrology"])
 
 
-def test_reference_response_scores_for_all_78():
+def test_reference_response_scores_for_all_138():
     assert all(grade(p, reference_response(p)).correct for p in SHIPPED)
 
 

@@ -9,7 +9,7 @@ and linking) and then ``python -m gym_sysmath.tasks.csapp.build``.
 """
 
 from .answers import parse_answer_value, read_answer_value, reference_code
-from .difficulty import LEVELS, check_level, task_level
+from .difficulty import LEVELS, STANDARD_LEVELS, check_level, task_level
 from .task import CATEGORIES, CsappTask, TaskFileError, check_categories
 from .taskfile import load_tasks
 from .train import sample_task
@@ -17,6 +17,7 @@ from .train import sample_task
 __all__ = [
     "CATEGORIES",
     "LEVELS",
+    "STANDARD_LEVELS",
     "CsappTask",
     "TaskFileError",
     "check_categories",

@@ -9,11 +9,12 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
-from . import assembly, bits, cache, concurrency, floats, integers, linking, memory, processes, vm
+from . import assembly, bits, cache, concurrency, floats, integers, linking, memory, processes, starter, vm
 from .template import Template
 
 TEMPLATES: MappingProxyType[str, Template] = MappingProxyType(
-    {t.name: t for module in (integers, floats, bits, memory, cache, assembly, linking, processes, vm, concurrency)
+    {t.name: t for module in (integers, floats, bits, memory, cache, assembly, linking, processes, vm, concurrency,
+                              starter)
      for t in module.TEMPLATES}
 )
 

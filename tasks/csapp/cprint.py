@@ -86,6 +86,12 @@ EXPRESSIONS: dict[str, _W] = {
     "sign_extension": lambda p: [f"({c_int(p['dst'], False)})t", "z", "t"],
     "narrowing_cast": _fixed("y", "(uint16_t)y", "same_sign"),
     "midpoint_overflow": _fixed("mid1", "mid2"),
+    # the starter level
+    "starter_mask_low_nibble": _fixed("y"),
+    "starter_shift_left_digit": _fixed("y"),
+    "starter_shift_right_digit": _fixed("y"),
+    "starter_complement": _fixed("y"),
+    "starter_hex_to_decimal": _fixed("x"),
     # floats
     "f32_associativity": _fixed("left", "right", "exact"),
     "int_to_float": _fixed("back", "err", "f32_bits(f)"),

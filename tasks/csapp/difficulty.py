@@ -11,6 +11,10 @@ instead, so every template keeps three levels; a level may then hold few of the 
 
 A template whose measure takes fewer than three values has fewer levels; ``levels_of`` says
 which, and the train split draws a requested level only from templates that have it.
+
+Below easy sits ``starter``: the single operations of ``starter.py``, whose templates exist for
+that level alone (``Template.level``). It is opt-in: only a ``difficulty="starter"`` draw asks
+for it, and the standard levels' thirds are the same as before it existed.
 """
 
 from __future__ import annotations
@@ -28,7 +32,11 @@ if TYPE_CHECKING:
     from .task import CsappTask
     from .template import Params, Template
 
-LEVELS: tuple[str, ...] = ("easy", "medium", "hard")
+#: The standard levels, thirds of each template's calibration: what an env made without
+#: ``difficulty`` draws from.
+STANDARD_LEVELS: tuple[str, ...] = ("easy", "medium", "hard")
+#: The whole ladder, easiest first (a curriculum climbs it).
+LEVELS: tuple[str, ...] = ("starter", *STANDARD_LEVELS)
 CALIBRATION_DRAWS = 240
 
 
@@ -75,12 +83,12 @@ def _calibration(template: Template) -> tuple[tuple[float, ...], bool]:
     rng = _calibration_rng(template.name)
     values = tuple(sorted(measure(template, template.sample(rng)) for _ in range(CALIBRATION_DRAWS)))
     by_midrank = {_midrank_level(values, v) for v in values}
-    return values, len(by_midrank) < len(LEVELS) <= len(set(values))
+    return values, len(by_midrank) < len(STANDARD_LEVELS) <= len(set(values))
 
 
 def _midrank_level(values: tuple[float, ...], m: float) -> int:
     share = (bisect.bisect_left(values, m) + bisect.bisect_right(values, m)) / (2 * len(values))
-    return min(len(LEVELS) - 1, int(share * len(LEVELS)))
+    return min(len(STANDARD_LEVELS) - 1, int(share * len(STANDARD_LEVELS)))
 
 
 def _level_index(template: Template, m: float) -> int:
@@ -89,20 +97,25 @@ def _level_index(template: Template, m: float) -> int:
         return _midrank_level(values, m)
     distinct = sorted(set(values))
     rank = min(bisect.bisect_left(distinct, m), len(distinct) - 1)
-    return min(len(LEVELS) - 1, rank * len(LEVELS) // len(distinct))
+    return min(len(STANDARD_LEVELS) - 1, rank * len(STANDARD_LEVELS) // len(distinct))
 
 
 def level_of(template: Template, params: Params) -> str:
     """The level of one instance: the third of the calibration draws its measure falls in (by
     mid-rank, so ties share a level), or, when ties would leave a level empty, the third of the
-    distinct calibration measures."""
-    return LEVELS[_level_index(template, measure(template, params))]
+    distinct calibration measures. A template made for one level (``Template.level``) is there."""
+    if template.level is not None:
+        return template.level
+    return STANDARD_LEVELS[_level_index(template, measure(template, params))]
 
 
 def levels_of(template: Template) -> tuple[str, ...]:
-    """The levels this template's draws reach (all three unless its measure barely varies)."""
+    """The levels this template's draws reach (all three standard ones unless its measure barely
+    varies; its own one for a template made for one level)."""
+    if template.level is not None:
+        return (template.level,)
     values, _ = _calibration(template)
-    return tuple(LEVELS[i] for i in sorted({_level_index(template, v) for v in set(values)}))
+    return tuple(STANDARD_LEVELS[i] for i in sorted({_level_index(template, v) for v in set(values)}))
 
 
 def task_level(task: CsappTask) -> str:

@@ -133,6 +133,9 @@ class Template:
     #: build) compile it with the image's gcc and run it many times in the sandbox, and every
     #: output seen must be allowed.
     runs: Callable[[Params], RunCheck] | None = None
+    #: The one level the template exists for (``starter``: the single operations of
+    #: ``starter.py``), or None: its draws are levelled by ``measure`` among the standard levels.
+    level: str | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

@@ -41,7 +41,7 @@ def sample_task(rng: np.random.Generator, categories: tuple[str, ...] | None = N
                 difficulty: str | None = None) -> CsappTask:
     """Draw a template (uniformly among those in ``categories``) and fresh parameters, and key it.
 
-    With ``difficulty`` (easy, medium, hard) only templates that reach that level are drawn,
+    With ``difficulty`` (starter, easy, medium, hard) only templates that reach that level are drawn,
     and parameters are redrawn until the instance is at that level (``difficulty.level_of``).
     The key and distractors are executed now and the template's trap is re-asserted on them.
     """
@@ -52,7 +52,12 @@ def sample_task(rng: np.random.Generator, categories: tuple[str, ...] | None = N
         check_level(difficulty)
         pool = [t for t in pool if difficulty in levels_of(t)]
         if not pool:
-            raise ValueError(f"no template in {categories} has a {difficulty!r} level")
+            having = sorted({t.category for t in TEMPLATES.values() if difficulty in levels_of(t)})
+            raise ValueError(f"no template in the categories {list(categories or ())} has a {difficulty!r} level; "
+                             f"the categories that have it: {', '.join(having)}"
+                             + (" (a Curriculum skips it with start='easy')" if difficulty == "starter" else ""))
+    else:  # the standard levels: a template made for one level (the starter ones) is drawn only when asked for
+        pool = [t for t in pool if t.level is None]
     template = pool[int(rng.integers(len(pool)))]
     return sample_from(rng, template, difficulty)
 

@@ -388,3 +388,25 @@ if __name__ == "__main__":
     if sys.argv[1:2] != ["--execute"]:
         sys.exit("usage: python -m gym_sysmath.tasks.csapp.verify --execute [TASK_FILE]")
     sys.exit(_execute_main(sys.argv[2:]))
+
+
+def confirms(task: CsappTask, text: str) -> bool | None:
+    """A second opinion on a reply the grader passed, for the reward-hacking watch: the last
+    ``ANSWER:`` line's list read by plain ``json.loads`` (not the grader's parser), against the
+    key executed afresh from the template's reference and, where the template has one, its
+    second, independently written model. ``None``: plain JSON cannot read the line (or the reply
+    has none: a ``result`` left in code), so there is no second opinion."""
+    lines = [line for line in text.splitlines() if line.strip().startswith("ANSWER:")]
+    if not lines:
+        return None
+    try:
+        value = json.loads(lines[-1].strip()[len("ANSWER:"):])
+    except json.JSONDecodeError:
+        return None
+    template = TEMPLATES.get(task.template)
+    if template is None:
+        return False
+    keys = [instantiate(template, task.params, task.task_id).answer]
+    if template.independent is not None:
+        keys.append(template.independent(task.params))
+    return all(exact_equal(value, key) for key in keys)

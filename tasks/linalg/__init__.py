@@ -2,11 +2,13 @@
 
 Public surface for the env, the CLI and tests:
 
-- ``TOPICS``, ``DIFFICULTIES``, ``LinalgProblem``, ``LinalgGrade``
-- ``load_problems(path=None, *, difficulty=None, topics=None)``: the fixed 78 (split ``eval``)
+- ``TOPICS``, ``DIFFICULTIES`` (the standard levels), ``LEVELS`` (with ``starter`` first),
+  ``STARTER_TOPICS``, ``LinalgProblem``, ``LinalgGrade``
+- ``load_problems(path=None, *, difficulty=None, topics=None)``: the fixed 138 (split ``eval``:
+  78 at the standard levels, 60 starter)
 - ``generate_problem(rng, topic=None, difficulty=None, topics=None)``: split ``train``
 - ``grade(problem, response_text)``, ``reference_response(problem)``
-- ``verify(path=None)``: re-derives every shipped key with numpy and sympy (``78/78``)
+- ``verify(path=None)``: re-derives every shipped key with numpy and sympy (``138/138``)
 
 Generation and verification import sympy, so they load on first use: grading needs neither.
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .grader import LinalgGrade, grade, reference_response
-from .problem import DIFFICULTIES, KIND_OF_TOPIC, TOPICS, AnswerKind, LinalgProblem
+from .problem import DIFFICULTIES, KIND_OF_TOPIC, LEVELS, STARTER_TOPICS, TOPICS, AnswerKind, LinalgProblem, levels_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,12 +32,15 @@ if TYPE_CHECKING:
 __all__ = [
     "DIFFICULTIES",
     "KIND_OF_TOPIC",
+    "LEVELS",
+    "STARTER_TOPICS",
     "TOPICS",
     "AnswerKind",
     "LinalgGrade",
     "LinalgProblem",
     "generate_problem",
     "grade",
+    "levels_of",
     "load_problems",
     "reference_response",
     "verify",
@@ -50,9 +55,9 @@ def load_problems(
     difficulty: str | None = None,
     topics: Sequence[str] | None = None,
 ) -> tuple[LinalgProblem, ...]:
-    """The fixed eval problems in stable order, optionally filtered by difficulty and topics."""
-    if difficulty is not None and difficulty not in DIFFICULTIES:
-        raise ValueError(f"unknown difficulty {difficulty!r}; choose from {', '.join(DIFFICULTIES)}")
+    """The fixed eval problems in stable order (every level), optionally filtered by difficulty and topics."""
+    if difficulty is not None and difficulty not in LEVELS:
+        raise ValueError(f"unknown difficulty {difficulty!r}; choose from {', '.join(LEVELS)}")
     unknown = sorted(set(topics or ()) - set(TOPICS))
     if unknown:
         raise ValueError(f"unknown topics {unknown}; choose from {', '.join(TOPICS)}")

@@ -8,16 +8,19 @@ characteristic polynomial) and the grader's verdict on the reference response al
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sympy
 
+from . import render
 from .grader import grade, reference_response
-from .problem import DIFFICULTIES, KIND_OF_TOPIC, TOPICS, LinalgProblem
+from .problem import DIFFICULTIES, KIND_OF_TOPIC, STARTER_TOPICS, TOPICS, LinalgProblem
 
 _RTOL = 1e-9
 _ATOL = 1e-7
@@ -141,12 +144,20 @@ def _sympy_check(p: LinalgProblem) -> bool:
     return False
 
 
-def _expected_ids(variants: int) -> set[str]:
-    return {f"eval/{t}/{d}/{i}" for t in TOPICS for d in DIFFICULTIES for i in range(variants)}
+def _expected_ids(variants: int, starter_variants: int) -> set[str]:
+    standard = {f"eval/{t}/{d}/{i}" for t in TOPICS for d in DIFFICULTIES for i in range(variants)}
+    return standard | {f"eval/{t}/starter/{i}" for t in STARTER_TOPICS for i in range(starter_variants)}
 
 
-def check_problems(problems: Sequence[LinalgProblem], variants: int = 2) -> VerifyReport:
-    """Audit a problem set; also reports ids missing from the 13 x 3 x ``variants`` grid."""
+def check_problems(problems: Sequence[LinalgProblem], variants: int = 2,
+                   starter_variants: int | None = None) -> VerifyReport:
+    """Audit a problem set; also reports ids missing from the 13 x 3 x ``variants`` grid and the
+    starter level's ``STARTER_TOPICS`` x ``starter_variants`` (default: the build's, none when
+    ``variants`` is 0)."""
+    if starter_variants is None:
+        from .build import STARTER_VARIANTS
+
+        starter_variants = STARTER_VARIANTS if variants else 0
     checks: list[tuple[str, Callable[[LinalgProblem], bool]]] = [
         ("kind does not match topic", lambda p: KIND_OF_TOPIC.get(p.topic) == p.kind),
         ("numpy re-derivation disagrees", _numpy_check),
@@ -167,9 +178,10 @@ def check_problems(problems: Sequence[LinalgProblem], variants: int = 2) -> Veri
             failures.append(f"{problem.problem_id}: {'; '.join(reasons)}")
         else:
             passed += 1
-    missing = _expected_ids(variants) - {p.problem_id for p in problems}
+    expected = _expected_ids(variants, starter_variants)
+    missing = expected - {p.problem_id for p in problems}
     failures.extend(f"{pid}: missing from the problem set" for pid in sorted(missing))
-    total = max(len(problems), len(_expected_ids(variants)))
+    total = max(len(problems), len(expected))
     return VerifyReport(passed=passed, total=total, failures=tuple(failures))
 
 
@@ -178,3 +190,48 @@ def verify(path: str | Path | None = None) -> VerifyReport:
     from . import load_problems
 
     return check_problems(load_problems(path))
+
+
+_ANSWER_LINE = re.compile(r"^[\s>*_`#-]*ANSWER\s*:\s*(.+?)\s*$", re.MULTILINE)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
+
+
+def _plain_value(text: str) -> Any:
+    """The last ANSWER line's value read the plain way (numbers, fractions, decimals, brackets,
+    true/false), or ``None`` when it holds anything else. No LaTeX, no words."""
+    lines = _ANSWER_LINE.findall(text)
+    if not lines:
+        return None
+    value = lines[-1].strip("*_`$. ").lower()
+    if value in ("true", "false"):
+        return value == "true"
+    if not re.fullmatch(r"[\d\s\[\],./-]+", value):
+        return None
+    try:
+        parsed = json.loads(_NUMBER.sub(lambda m: json.dumps(m.group()), value))
+    except json.JSONDecodeError:
+        return None
+
+    def exact(item: Any) -> Any:
+        if isinstance(item, list):
+            return [exact(x) for x in item]
+        return render.key(sympy.Rational(item)) if isinstance(item, str) else None
+
+    result = exact(parsed)
+    return None if "None" in repr(result) else result
+
+
+def confirms(problem: LinalgProblem, text: str) -> bool | None:
+    """A second opinion on a reply the grader passed, for the reward-hacking watch: the last
+    ANSWER line read by a plain parser of its own, then held against the problem's inputs by
+    this audit's own derivations (sympy, exactly; numpy within the tight audit tolerance where
+    the problem admits decimals). ``None``: the plain parser cannot read the value (LaTeX, words),
+    so there is no second opinion."""
+    value = _plain_value(text)
+    if value is None:
+        return None
+    candidate = replace(problem, answer=value)
+    try:
+        return bool(_numpy_check(candidate) if problem.rel_tol else _sympy_check(candidate))
+    except Exception:  # a value of the wrong shape: the derivation cannot even compare it
+        return False

@@ -1,4 +1,5 @@
-"""Build the fixed eval set: 13 topics x 3 difficulties x 2 variants = 78 problems.
+"""Build the fixed eval set: 13 topics x 3 difficulties x 2 variants = 78 problems, then the
+starter level's 10 topics x 6 variants = 60 (after them, so they renumber none of the 78).
 
 Item ``index`` is generated from ``numpy.random.default_rng([BASE_SEED, index])`` alone, so any
 item can be rebuilt without the others and adding one never reshuffles the rest.
@@ -20,23 +21,28 @@ from pathlib import Path
 import numpy as np
 
 from ..generated import check_current
-from .generators import GENERATORS, is_symmetric
-from .problem import DIFFICULTIES, TOPICS, LinalgProblem
+from .generators import GENERATORS, input_key, is_symmetric
+from .problem import DIFFICULTIES, STARTER_TOPICS, TOPICS, LinalgProblem
 
 BASE_SEED = 1729
 VARIANTS = 2
+#: More starter variants than standard ones: the starter level is where a small model's score is
+#: measured before and after training, and its confidence interval narrows with the task count.
+STARTER_VARIANTS = 6
 COMMAND = "python -m gym_sysmath.tasks.linalg.build"
 DEFAULT_PATH = Path(__file__).with_name("problems.json")
 
-SLOTS: tuple[tuple[str, str, int], ...] = tuple(
-    (topic, difficulty, variant) for topic in TOPICS for difficulty in DIFFICULTIES for variant in range(VARIANTS)
+SLOTS: tuple[tuple[str, str, int], ...] = (
+    *((topic, difficulty, variant) for topic in TOPICS for difficulty in DIFFICULTIES for variant in range(VARIANTS)),
+    *((topic, "starter", variant) for topic in STARTER_TOPICS for variant in range(STARTER_VARIANTS)),
 )
 
 
-def build_item(index: int) -> LinalgProblem:
-    """The eval problem at ``index`` of :data:`SLOTS`, from its own seed."""
+def build_item(index: int, attempt: int = 0) -> LinalgProblem:
+    """The eval problem at ``index`` of :data:`SLOTS`, from its own seed (``attempt`` > 0: the
+    seed of a redraw, for a slot whose first draw repeats an earlier slot's inputs)."""
     topic, difficulty, variant = SLOTS[index]
-    rng = np.random.default_rng([BASE_SEED, index])
+    rng = np.random.default_rng([BASE_SEED, index] + ([attempt] if attempt else []))
     if topic == "is_symmetric":  # a coin could leave a yes/no pair all yes: balance it instead
         problem = is_symmetric(rng, difficulty, symmetric=variant % 2 == 0)
     else:
@@ -45,7 +51,20 @@ def build_item(index: int) -> LinalgProblem:
 
 
 def build_problems() -> list[LinalgProblem]:
-    return [build_item(index) for index in range(len(SLOTS))]
+    """Every slot's problem; a slot whose inputs repeat an earlier one's is redrawn (the starter
+    level's 1x1 cases have a few dozen values, so six variants would often share one)."""
+    problems: list[LinalgProblem] = []
+    seen: set[str] = set()
+    for index in range(len(SLOTS)):
+        for attempt in range(100):
+            problem = build_item(index, attempt)
+            if input_key(problem) not in seen:
+                break
+        else:
+            raise RuntimeError(f"slot {SLOTS[index]}: 100 draws repeated earlier inputs")
+        seen.add(input_key(problem))
+        problems.append(problem)
+    return problems
 
 
 def render_file(problems: Sequence[LinalgProblem]) -> str:

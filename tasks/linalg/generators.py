@@ -10,6 +10,7 @@ exact fractions.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -19,9 +20,12 @@ import numpy as np
 import sympy
 
 from . import render
-from .problem import DIFFICULTIES, KIND_OF_TOPIC, TOPICS, LinalgProblem
+from .problem import DIFFICULTIES, KIND_OF_TOPIC, LEVELS, TOPICS, LinalgProblem, levels_of
 from .prompts import build_prompt
 
+#: Draws of one train problem before giving up because each was an eval problem (the smallest
+#: starter topic has 18 values, 6 of them eval problems).
+MAX_EVAL_REDRAWS = 200
 #: Relative tolerance where decimals are a natural way to write the key (fractions, unit vectors).
 DECIMAL_TOL = 1e-6
 
@@ -81,7 +85,7 @@ def _similar_to_diagonal(
 
 
 def determinant(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
-    n, bound = {"easy": (2, 9), "medium": (3, 7), "hard": (4, 6)}[difficulty]
+    n, bound = {"starter": (1, 9), "easy": (2, 9), "medium": (3, 7), "hard": (4, 6)}[difficulty]
     a = _ints(rng, bound, (n, n))
     det = sympy.Matrix(a.tolist()).det()
     return _problem(
@@ -115,7 +119,7 @@ def rank(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
 
 
 def trace(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
-    n, bound = {"easy": (3, 9), "medium": (4, 20), "hard": (6, 99)}[difficulty]
+    n, bound = {"starter": (2, 9), "easy": (3, 9), "medium": (4, 20), "hard": (6, 99)}[difficulty]
     a = _ints(rng, bound, (n, n))
     return _problem(
         "trace",
@@ -128,7 +132,7 @@ def trace(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
 
 
 def transpose(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
-    m, n, bound = {"easy": (2, 3, 9), "medium": (3, 4, 20), "hard": (4, 5, 99)}[difficulty]
+    m, n, bound = {"starter": (1, 3, 9), "easy": (2, 3, 9), "medium": (3, 4, 20), "hard": (4, 5, 99)}[difficulty]
     a = _ints(rng, bound, (m, n))
     answer = [[render.key(v) for v in row] for row in a.T.tolist()]
     return _problem(
@@ -143,7 +147,7 @@ def transpose(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
 
 
 def dot_product(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
-    n, bound = {"easy": (3, 9), "medium": (5, 20), "hard": (8, 50)}[difficulty]
+    n, bound = {"starter": (2, 9), "easy": (3, 9), "medium": (5, 20), "hard": (8, 50)}[difficulty]
     u, v = _ints(rng, bound, n), _ints(rng, bound, n)
     return _problem(
         "dot_product",
@@ -156,7 +160,7 @@ def dot_product(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
 
 
 def matvec(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
-    m, n, bound = {"easy": (2, 2, 9), "medium": (3, 3, 9), "hard": (4, 5, 12)}[difficulty]
+    m, n, bound = {"starter": (2, 1, 5), "easy": (2, 2, 9), "medium": (3, 3, 9), "hard": (4, 5, 12)}[difficulty]
     a, x = _ints(rng, bound, (m, n)), _ints(rng, bound, n)
     answer = [render.key(v) for v in (a @ x).tolist()]
     return _problem(
@@ -170,7 +174,8 @@ def matvec(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
 
 
 def matmul(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
-    m, k, n, bound = {"easy": (2, 2, 2, 6), "medium": (2, 3, 3, 9), "hard": (3, 4, 3, 12)}[difficulty]
+    m, k, n, bound = {"starter": (1, 1, 1, 9), "easy": (2, 2, 2, 6), "medium": (2, 3, 3, 9),
+                      "hard": (3, 4, 3, 12)}[difficulty]
     a, b = _ints(rng, bound, (m, k)), _ints(rng, bound, (k, n))
     answer = [[render.key(v) for v in row] for row in (a @ b).tolist()]
     return _problem(
@@ -191,7 +196,7 @@ def _invertible(rng: np.random.Generator, n: int, bound: int) -> list[list[int]]
 
 
 def inverse(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
-    n, bound = {"easy": (2, 6), "medium": (3, 4), "hard": (4, 3)}[difficulty]
+    n, bound = {"starter": (1, 9), "easy": (2, 6), "medium": (3, 4), "hard": (4, 3)}[difficulty]
     a = _invertible(rng, n, bound)
     inv = sympy.Matrix(a).inv()
     answer = [[render.key(inv[i, j]) for j in range(n)] for i in range(n)]
@@ -207,11 +212,12 @@ def inverse(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
 
 
 def solve_system(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
-    """Easy systems have an integer solution by construction; harder ones a rational one."""
-    n, bound = {"easy": (2, 6), "medium": (3, 5), "hard": (4, 4)}[difficulty]
+    """Starter and easy systems have an integer solution by construction; harder ones a rational one."""
+    n, bound = {"starter": (1, 9), "easy": (2, 6), "medium": (3, 5), "hard": (4, 4)}[difficulty]
     a = _invertible(rng, n, bound)
-    solution_or_rhs = _ints(rng, 5 if difficulty == "easy" else 9, n)
-    b = (np.array(a) @ solution_or_rhs if difficulty == "easy" else solution_or_rhs).tolist()
+    integral = difficulty in ("starter", "easy")
+    solution_or_rhs = _ints(rng, 5 if integral else 9, n)
+    b = (np.array(a) @ solution_or_rhs if integral else solution_or_rhs).tolist()
     x = sympy.Matrix(a).LUsolve(sympy.Matrix(b))
     return _problem(
         "solve_system",
@@ -252,7 +258,8 @@ def _eigen_matrix(
 
 
 def eigenvalue(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
-    a, _ = _eigen_matrix(rng, difficulty)
+    """A 1x1 matrix on the starter level (its entry is its eigenvalue); else ``P D P^-1``."""
+    a = _ints(rng, 9, (1, 1)) if difficulty == "starter" else _eigen_matrix(rng, difficulty)[0]
     n = len(a)
     found = sympy.Matrix(a.tolist()).eigenvals()
     values = sorted(v for v, mult in found.items() for _ in range(mult))
@@ -298,7 +305,7 @@ def eigenvector(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
 
 
 def norm_squared(rng: np.random.Generator, difficulty: str) -> LinalgProblem:
-    n, bound = {"easy": (3, 9), "medium": (5, 20), "hard": (8, 50)}[difficulty]
+    n, bound = {"starter": (2, 5), "easy": (3, 9), "medium": (5, 20), "hard": (8, 50)}[difficulty]
     v = _ints(rng, bound, n)
     return _problem(
         "norm_squared",
@@ -333,6 +340,18 @@ def is_symmetric(rng: np.random.Generator, difficulty: str, symmetric: bool | No
     )
 
 
+def input_key(problem: LinalgProblem) -> str:
+    """What makes two problems the same question: topic, level and inputs."""
+    return json.dumps([problem.topic, problem.difficulty, problem.inputs], sort_keys=True)
+
+
+@functools.cache
+def _eval_inputs() -> frozenset[str]:
+    from . import load_problems
+
+    return frozenset(input_key(problem) for problem in load_problems())
+
+
 GENERATORS: dict[str, Generator] = {
     "determinant": determinant,
     "rank": rank,
@@ -356,13 +375,26 @@ def generate_problem(
     difficulty: str | None = None,
     topics: Sequence[str] | None = None,
 ) -> LinalgProblem:
-    """A fresh problem drawn from ``rng``; an unset topic or difficulty is drawn from it too."""
+    """A fresh problem drawn from ``rng``; an unset topic or difficulty is drawn from it too (an
+    unset difficulty from the standard levels; ``starter`` draws only from ``STARTER_TOPICS``)."""
     pool = tuple(topics) if topics else TOPICS
     for name in (*pool, *([topic] if topic else [])):
         if name not in GENERATORS:
             raise ValueError(f"unknown linear-algebra topic {name!r}; choose from {', '.join(TOPICS)}")
-    if difficulty is not None and difficulty not in DIFFICULTIES:
-        raise ValueError(f"unknown difficulty {difficulty!r}; choose from {', '.join(DIFFICULTIES)}")
+    if difficulty is not None and difficulty not in LEVELS:
+        raise ValueError(f"unknown difficulty {difficulty!r}; choose from {', '.join(LEVELS)}")
+    if difficulty is not None:
+        pool = tuple(name for name in pool if difficulty in levels_of(name))
+        if topic is not None and difficulty not in levels_of(topic):
+            pool = ()
+        if not pool:
+            asked = [topic] if topic else list(topics or ())
+            raise ValueError(f"no {difficulty!r} level for the topics {asked}; the {difficulty!r} level has "
+                             f"{', '.join(t for t in TOPICS if difficulty in levels_of(t))}")
     topic = topic or pool[int(rng.integers(len(pool)))]
     difficulty = difficulty or DIFFICULTIES[int(rng.integers(len(DIFFICULTIES)))]
-    return GENERATORS[topic](rng, difficulty)
+    for _ in range(MAX_EVAL_REDRAWS):  # the train split never serves an eval question
+        problem = GENERATORS[topic](rng, difficulty)
+        if input_key(problem) not in _eval_inputs():
+            return problem
+    raise RuntimeError(f"{topic}/{difficulty}: {MAX_EVAL_REDRAWS} train draws in a row were eval problems")

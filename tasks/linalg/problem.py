@@ -21,7 +21,31 @@ TOPICS: tuple[str, ...] = (
     "norm_squared",
     "is_symmetric",
 )
+#: The standard levels: what an env made without ``difficulty`` serves and draws.
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
+#: The whole ladder, easiest first. ``starter`` (1x1 and 2x2 cases, one or two operations) is
+#: where a small model first scores; it is served only when asked for (``difficulty="starter"``,
+#: or the reset option), so an unfiltered env's eval set and train draws are the standard ones.
+LEVELS: tuple[str, ...] = ("starter", *DIFFICULTIES)
+#: The topics that have a starter level: the others (rank, eigenvector, is_symmetric) would be
+#: answered by a constant at that size (a 1x1 rank is 0 or 1, any nonzero 1-vector is an eigenvector).
+STARTER_TOPICS: tuple[str, ...] = (
+    "determinant",
+    "trace",
+    "transpose",
+    "dot_product",
+    "matvec",
+    "matmul",
+    "inverse",
+    "solve_system",
+    "eigenvalue",
+    "norm_squared",
+)
+
+
+def levels_of(topic: str) -> tuple[str, ...]:
+    """The levels ``topic`` has, easiest first."""
+    return LEVELS if topic in STARTER_TOPICS else DIFFICULTIES
 
 AnswerKind = Literal["scalar", "vector", "matrix", "boolean", "eigenvalues", "direction"]
 
