@@ -465,3 +465,20 @@ def choose_answer(
     if first is None:
         return AnswerChoice("unparseable", None, values[0], len(values))
     return AnswerChoice("one", first, values[0], len(values))
+
+
+_PLAIN_LINE = re.compile(r"^[\s>*_`#-]*(?P<label>(?:final\s+)?answer)[*_`\s]*:[*_`\s]*(?P<value>.*?)[\s*_`.]*$",
+                         re.IGNORECASE | re.MULTILINE)
+
+
+def plain_answer_text(text: str) -> str | None:
+    """The last answer line's value, read the plain way, for audits that must not share the
+    grader's reader (a reward-hacking watch's second opinion): a line starting with ``ANSWER:``
+    (after markdown marks; lenient labels such as ``Answer:`` only when no capital one exists),
+    with markdown marks and a closing period around the value removed. No fence, think-block,
+    multi-line or notation handling: where those matter it reads nothing or the wrong thing, and
+    the audit says it has no opinion or disagrees, which a person then reads."""
+    found = [(m.group("label"), m.group("value")) for m in _PLAIN_LINE.finditer(text[:100_000])]
+    capital = [value for label, value in found if label == "ANSWER"]
+    values = capital or [value for _, value in found]
+    return values[-1] if values and values[-1] else None

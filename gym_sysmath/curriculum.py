@@ -1,8 +1,8 @@
 """A curriculum as simple as it can be: move up a level when the recent success rate is high.
 
 reasoning-gym's curricula step each attribute through a list of levels on request; this one
-has a single ladder (the ``difficulty`` reset option: CsappExact-v0's easy, medium, hard by
-default; ``levels=gym_sysmath.tasks.linalg.LEVELS`` for LinearAlgebra-v0, whose ladder starts at
+has a single ladder (the ``difficulty`` reset option: easy, medium, hard by default; pass
+``levels=gym_sysmath.tasks.csapp.LEVELS`` or ``gym_sysmath.tasks.linalg.LEVELS`` to start at
 ``starter``, where a 135M model first scores) and climbs it by itself: after ``window`` episodes
 at a level whose mean reward reaches ``threshold`` it moves to the next level and starts
 counting again. It never moves down. Nothing here is random and nothing reads a clock, so a run
@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from gym_sysmath.tasks.csapp.difficulty import LEVELS
+from gym_sysmath.tasks.csapp.difficulty import STANDARD_LEVELS
 
 
 class Curriculum:
     """A moving success rate over the last ``window`` episodes, and the level it has earned."""
 
-    def __init__(self, *, threshold: float = 0.8, window: int = 32, levels: Sequence[str] = LEVELS,
+    def __init__(self, *, threshold: float = 0.8, window: int = 32, levels: Sequence[str] = STANDARD_LEVELS,
                  start: str | None = None):
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], not {threshold!r}")

@@ -77,15 +77,16 @@ def test_param_size_counts_bits_digits_and_elements():
 
 def test_curriculum_climbs_only_after_a_full_window_above_threshold():
     curriculum = Curriculum(threshold=0.75, window=4)
-    assert curriculum.options() == {"difficulty": "starter"}  # the ladder starts below easy
+    assert curriculum.options() == {"difficulty": "easy"}  # the standard ladder, unless asked for starter
     for reward in (1, 1, 1):
-        assert curriculum.record(reward) == "starter"  # window not yet full
-    assert curriculum.record(0) == "easy"  # 3/4 = 0.75 reaches the threshold
+        assert curriculum.record(reward) == "easy"  # window not yet full
+    assert curriculum.record(0) == "medium"  # 3/4 = 0.75 reaches the threshold
+    assert Curriculum(levels=LEVELS).options() == {"difficulty": "starter"}
     assert curriculum.success_rate is None  # the count restarts at the new level
 
 
 def test_curriculum_holds_while_the_moving_rate_is_low():
-    curriculum = Curriculum(threshold=0.8, window=5, start="easy")
+    curriculum = Curriculum(threshold=0.8, window=5)
     for reward in [1, 0] * 20:
         curriculum.record(reward)
     assert curriculum.level == "easy"

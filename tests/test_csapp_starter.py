@@ -74,3 +74,24 @@ def test_the_c_of_starter_draws_prints_their_keys(docker_available):
     for task, check, result in zip(tasks, checks, results, strict=True):
         assert result.built, (task.task_id, result.build_log)
         assert result.outputs[0] in check.allowed, (task.task_id, task.params, result.outputs[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), level=st.sampled_from(["starter", "easy", "medium", "hard"]),
+       wrapper=st.sampled_from(["ANSWER: {}", "**ANSWER:** {}", "ANSWER: **{}**", "ANSWER: {}.", "> ANSWER: `{}`"]),
+       float_ints=st.booleans())
+def test_the_watch_raises_no_false_alarm_on_what_the_grader_accepts(seed, level, wrapper, float_ints):
+    """An int written as ``3.0``, markdown around the line: whenever the env grades such a reply
+    correct, the watch agrees."""
+    env = gym.make("CsappExact-v0", split="train", sandbox="process", max_turns=1)
+    try:
+        env.reset(seed=seed, options={"difficulty": level})
+        task = env.unwrapped.current_task
+        answer = [float(v) if float_ints and isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**53
+                  else v for v in task.answer]
+        reply = wrapper.format(json.dumps(answer))
+        _, reward, *_ = env.step(reply)
+        if reward == 1.0:
+            assert confirms(task, reply) is True, (task.task_id, reply)
+    finally:
+        env.close()

@@ -76,3 +76,11 @@ def test_the_watch_passes_what_the_reference_answers_and_logs_the_graders_verdic
             assert wrong.reward == 0.0 and wrong.watch is None
     finally:
         env.close()
+
+
+def test_baseline_table_shows_each_cell_with_its_interval_and_topics():
+    cell = {"env_id": "LinearAlgebra-v0", "level": "starter", "samples": 256, "reward": 3 / 256,
+            "ci95": list(recipe.wilson(3, 256)), "format_errors": 0.5, "topics": {"determinant": [3, 26]}}
+    table = recipe.baseline_table([cell])
+    assert "| LinearAlgebra-v0 | starter | 256 | 1.2% [0.4%, 3.4%] | 50% |" in table
+    assert "determinant 3/26" in table

@@ -116,3 +116,27 @@ def test_the_watch_has_no_opinion_on_what_its_plain_parser_cannot_read():
     problem = load_problems(difficulty="starter")[0]
     assert confirms(problem, "ANSWER: \\frac{7}{1}") is None
     assert confirms(problem, "the answer is seven") is None
+
+
+def _decimals(value, digits: int):
+    if isinstance(value, list):
+        return "[" + ", ".join(_decimals(v, digits) for v in value) + "]"
+    from fractions import Fraction
+    return f"{float(Fraction(value)):.{digits}g}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), level=st.sampled_from(LEVELS), digits=st.integers(6, 9),
+       wrapper=st.sampled_from(["ANSWER: {}", "**ANSWER:** {}", "ANSWER: **{}**", "ANSWER: {}.", "> ANSWER: `{}`"]))
+def test_the_watch_raises_no_false_alarm_on_what_the_grader_accepts(seed, level, digits, wrapper):
+    """Decimals at the tolerance the prompt promises, markdown around the line: whenever the env
+    grades such a reply correct, the watch agrees (a false alarm would read as reward hacking)."""
+    problem = generate_problem(np.random.default_rng(seed), difficulty=level,
+                               topics=["inverse", "solve_system", "eigenvector", "determinant", "trace"]
+                               if level != "starter" else None)
+    if isinstance(problem.answer, bool):
+        return
+    reply = wrapper.format(_decimals(problem.answer, digits) if problem.rel_tol else
+                           reference_response(problem).rsplit("ANSWER:", 1)[1].strip())
+    if grade(problem, reply).correct:
+        assert confirms(problem, reply) is True, (problem.problem_id, reply)

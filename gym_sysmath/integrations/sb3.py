@@ -52,7 +52,9 @@ __all__ = [
 DEFAULT_CHOICES = 1 + max(len(template.wrong) for template in TEMPLATES.values())
 #: Answer lists longer than this are described up to this many elements.
 DEFAULT_MAX_ELEMENTS = 12
-TEMPLATE_NAMES: tuple[str, ...] = tuple(sorted(TEMPLATES))
+#: The standard templates; a starter one (drawn only on request) takes the one-hot's last, unknown
+#: slot, so the observation space is what policies saved before the starter level expect.
+TEMPLATE_NAMES: tuple[str, ...] = tuple(sorted(name for name, template in TEMPLATES.items() if template.level is None))
 
 _INT_WIDTHS: tuple[tuple[int, bool], ...] = tuple(
     (bits, signed) for bits in (8, 16, 32, 64) for signed in (True, False))

@@ -26,10 +26,12 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 
+from gym_sysmath.answers import plain_answer_text
 from gym_sysmath.exact import dumps_exact, exact_equal, is_json_primitive_list, loads_exact
 
 from . import compiled, cprint, guessability
@@ -391,17 +393,18 @@ if __name__ == "__main__":
 
 
 def confirms(task: CsappTask, text: str) -> bool | None:
-    """A second opinion on a reply the grader passed, for the reward-hacking watch: the last
-    ``ANSWER:`` line's list read by plain ``json.loads`` (not the grader's parser), against the
-    key executed afresh from the template's reference and, where the template has one, its
-    second, independently written model. ``None``: plain JSON cannot read the line (or the reply
-    has none: a ``result`` left in code), so there is no second opinion."""
-    lines = [line for line in text.splitlines() if line.strip().startswith("ANSWER:")]
-    if not lines:
+    """A second opinion on a reply the grader passed, for the reward-hacking watch: the answer
+    line (``answers.plain_answer_text``, not the grader's reader) parsed by plain ``json.loads``,
+    an integral number read as the int it spells where the key has an int (``3.0`` is ``3``),
+    against the key executed afresh from the template's reference and, where the template has
+    one, its second, independently written model. ``None``: plain JSON cannot read the line (or
+    the reply has none: a ``result`` left in code), so there is no second opinion."""
+    line = plain_answer_text(text)
+    if line is None:
         return None
     try:
-        value = json.loads(lines[-1].strip()[len("ANSWER:"):])
-    except json.JSONDecodeError:
+        value = json.loads(line, parse_float=Decimal)
+    except (json.JSONDecodeError, ArithmeticError):
         return None
     template = TEMPLATES.get(task.template)
     if template is None:
@@ -409,4 +412,16 @@ def confirms(task: CsappTask, text: str) -> bool | None:
     keys = [instantiate(template, task.params, task.task_id).answer]
     if template.independent is not None:
         keys.append(template.independent(task.params))
-    return all(exact_equal(value, key) for key in keys)
+    return all(exact_equal(_as_key_types(value, key), key) for key in keys)
+
+
+def _as_key_types(value: Any, key: Any) -> Any:
+    """``value`` (JSON with decimals kept exact) with each number in the type of the key's
+    element at its place: an integral decimal where the key has an int becomes that int."""
+    if isinstance(value, list) and isinstance(key, list) and len(value) == len(key):
+        return [_as_key_types(v, k) for v, k in zip(value, key, strict=True)]
+    if isinstance(value, Decimal):
+        if isinstance(key, int) and not isinstance(key, bool) and value == value.to_integral_value():
+            return int(value)
+        return float(value)
+    return value

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import sympy
 
+from gym_sysmath.answers import plain_answer_text
+
 from . import render
 from .grader import grade, reference_response
 from .problem import DIFFICULTIES, KIND_OF_TOPIC, STARTER_TOPICS, TOPICS, LinalgProblem
@@ -192,17 +194,16 @@ def verify(path: str | Path | None = None) -> VerifyReport:
     return check_problems(load_problems(path))
 
 
-_ANSWER_LINE = re.compile(r"^[\s>*_`#-]*ANSWER\s*:\s*(.+?)\s*$", re.MULTILINE)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
 
 
 def _plain_value(text: str) -> Any:
-    """The last ANSWER line's value read the plain way (numbers, fractions, decimals, brackets,
-    true/false), or ``None`` when it holds anything else. No LaTeX, no words."""
-    lines = _ANSWER_LINE.findall(text)
-    if not lines:
+    """The answer value read the plain way (numbers, fractions, decimals, brackets, true/false),
+    or ``None`` when it holds anything else. No LaTeX, no words."""
+    line = plain_answer_text(text)
+    if line is None:
         return None
-    value = lines[-1].strip("*_`$. ").lower()
+    value = line.strip("$ ").lower()
     if value in ("true", "false"):
         return value == "true"
     if not re.fullmatch(r"[\d\s\[\],./-]+", value):
@@ -221,17 +222,37 @@ def _plain_value(text: str) -> Any:
     return None if "None" in repr(result) else result
 
 
+def _within_tolerance(problem: LinalgProblem, value: Any) -> bool:
+    """``value`` against the key at the problem's own tolerance, relative to the key's largest
+    entry (what its prompt promises), by its kind: a multiset, or a direction up to scale."""
+    key, got = np.array(_to_float(problem.answer), dtype=float), np.array(_to_float(value), dtype=float)
+    if problem.kind == "eigenvalues":
+        key, got = np.sort(key), np.sort(got)
+    if key.shape != got.shape:
+        return False
+    if problem.kind == "direction":
+        norms = float(np.linalg.norm(key)), float(np.linalg.norm(got))
+        if min(norms) == 0:
+            return False
+        key, got = key / norms[0], got / norms[1]
+        return min(float(np.linalg.norm(key - got)), float(np.linalg.norm(key + got))) <= 10 * problem.rel_tol
+    scale = float(np.abs(key).max()) or 1.0
+    return bool(np.all(np.abs(key - got) <= problem.rel_tol * scale * (1 + 1e-9)))
+
+
 def confirms(problem: LinalgProblem, text: str) -> bool | None:
     """A second opinion on a reply the grader passed, for the reward-hacking watch: the last
-    ANSWER line read by a plain parser of its own, then held against the problem's inputs by
-    this audit's own derivations (sympy, exactly; numpy within the tight audit tolerance where
-    the problem admits decimals). ``None``: the plain parser cannot read the value (LaTeX, words),
-    so there is no second opinion."""
+    answer line read plainly (``answers.plain_answer_text`` and a number parser of its own), then
+    held against the problem's inputs by this audit's own derivations (sympy, exactly; where the
+    problem admits decimals, numpy re-derives the key and the value must be within the problem's
+    own tolerance). ``None``: the plain reader cannot read the value (LaTeX, words), so there is
+    no second opinion."""
     value = _plain_value(text)
     if value is None:
         return None
-    candidate = replace(problem, answer=value)
     try:
-        return bool(_numpy_check(candidate) if problem.rel_tol else _sympy_check(candidate))
+        if problem.rel_tol:  # the stored key re-derived from the inputs, the value within the promised tolerance
+            return _numpy_check(problem) and _within_tolerance(problem, value)
+        return bool(_sympy_check(replace(problem, answer=value)))
     except Exception:  # a value of the wrong shape: the derivation cannot even compare it
         return False
