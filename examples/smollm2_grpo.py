@@ -405,8 +405,8 @@ def baseline(args: Args) -> list[dict[str, Any]]:
                 started = time.perf_counter()
                 texts = [policy.text(c) for c in policy.sample(prompts, seed=args.seed)]
                 graded = [grade(env, seed, options, text) for seed, text in zip(seeds, texts, strict=True)]
-                for g in graded:
-                    log.write(json.dumps({"env_id": env_id, **asdict(g)}) + "\n")
+                for g, text in zip(graded, texts, strict=True):
+                    log.write(json.dumps({"env_id": env_id, **asdict(g), "text": text}) + "\n")
                 by_topic: dict[str, list[float]] = defaultdict(list)
                 for g in graded:
                     by_topic[g.topic].append(g.reward)
