@@ -27,20 +27,9 @@ DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
 #: where a small model first scores; it is served only when asked for (``difficulty="starter"``,
 #: or the reset option), so an unfiltered env's eval set and train draws are the standard ones.
 LEVELS: tuple[str, ...] = ("starter", *DIFFICULTIES)
-#: The topics that have a starter level: the others (rank, eigenvector, is_symmetric) would be
-#: answered by a constant at that size (a 1x1 rank is 0 or 1, any nonzero 1-vector is an eigenvector).
-STARTER_TOPICS: tuple[str, ...] = (
-    "determinant",
-    "trace",
-    "transpose",
-    "dot_product",
-    "matvec",
-    "matmul",
-    "inverse",
-    "solve_system",
-    "eigenvalue",
-    "norm_squared",
-)
+#: The topics that have a starter level: the others would be answered by a constant at that size
+#: (a 1x1 rank is 0 or 1, any nonzero 1-vector is an eigenvector, a 1x1 matrix is symmetric).
+STARTER_TOPICS: tuple[str, ...] = tuple(t for t in TOPICS if t not in ("rank", "eigenvector", "is_symmetric"))
 
 
 def levels_of(topic: str) -> tuple[str, ...]:
