@@ -90,4 +90,4 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 typecheck: setup
-	$(PY) .ci/typecheck.py
+	$(PY) -m mypy
