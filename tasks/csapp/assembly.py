@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from . import compiled
+from . import toolchain_results
 from .machine import c_div, c_mod, to_signed, to_unsigned
-from .template import Field, Params, Template, WrongReading, draw, draw_int, require
+from .template import BuildError, Field, Params, Template, WrongReading, draw, draw_int, require
 from .toolchain import Program
 
 if TYPE_CHECKING:
@@ -111,13 +111,13 @@ def machine_template(*, name: str, opt: str, signature: Callable[[Params], str],
                        show="f.s")
 
     def reference(p: Params) -> Answer:
-        ran = compiled.outputs(program(p))
+        ran = toolchain_results.outputs(program(p))
         if not ran.built or ran.exit_codes != (0,):
-            raise compiled.BuildError(f"{name}: the program did not build and run cleanly")
+            raise BuildError(f"{name}: the program did not build and run cleanly")
         return [int(line) for line in ran.stdout.split()]
 
     def question(p: Params) -> str:
-        asm = compiled.outputs(program(p)).shown or ""
+        asm = toolchain_results.outputs(program(p)).shown or ""
         shown = (f"{signature(p)};   /* the body is not shown */" if hide_body
                  else _function(p, signature, body).rstrip())
         calls_text = "\n".join(f"  f({args})" for args in calls(p))
@@ -128,9 +128,9 @@ def machine_template(*, name: str, opt: str, signature: Callable[[Params], str],
     def fields(p: Params) -> list[Field]:
         return [Field(f"the value f({args}) returns", "int") for args in calls(p)]
 
-    compiled.register(name, program, draw_params)
+    toolchain_results.register(name, program, draw_params)
     return Template(name=name, category="machine", question=question, fields=fields, reference=reference,
-                    wrong=wrong, trap=trap, sample=compiled.pool_sampler(name), independent=model,
+                    wrong=wrong, trap=trap, sample=toolchain_results.pool_sampler(name), independent=model,
                     measure=measure)
 
 

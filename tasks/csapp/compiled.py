@@ -13,14 +13,10 @@ template's name and kept when their trap holds), from which the train split draw
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import hashlib
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from importlib import resources
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,90 +25,55 @@ import numpy as np
 from gym_sysmath.exact import dumps_exact, loads_exact
 
 from ..generated import check_current
-from .template import BuildError
-from .toolchain import Outputs, Program, result_record, run_programs
+from .catalog import EVAL_SET, TEMPLATES
+from .template import BuildError, instantiate
+from .toolchain import Program, result_record, run_programs
+
+# The lookup the templates read lives in ``toolchain_results`` (this command needs every
+# template, so the templates cannot import it); its names stay importable from here.
+from .toolchain_results import (
+    DATA_FILE,
+    FAMILIES,
+    FORMAT,
+    GENERATED_BY,
+    CompiledFamily,
+    NotCompiledError,
+    outputs,
+    pool,
+    pool_sampler,
+    recorded,
+    register,
+)
 
 if TYPE_CHECKING:
     from .template import Params
 
-DATA_FILE = "compiled.json"
-FORMAT = "csapp-compiled/1"
-GENERATED_BY = "python -m gym_sysmath.tasks.csapp.compiled"
+__all__ = [
+    "DATA_FILE",
+    "FAMILIES",
+    "FORMAT",
+    "GENERATED_BY",
+    "POOL_CANDIDATES",
+    "POOL_SIZE",
+    "SOURCE_FILE",
+    "BuildError",
+    "CompiledFamily",
+    "NotCompiledError",
+    "build_document",
+    "document_from",
+    "main",
+    "outputs",
+    "pool",
+    "pool_sampler",
+    "programs_to_build",
+    "recorded",
+    "register",
+    "render_document",
+]
+
 POOL_SIZE = 32
 POOL_CANDIDATES = 44
 SOURCE_FILE = Path(__file__).with_name(DATA_FILE)
-
-
-class NotCompiledError(BuildError):
-    """A program this data file has no record of: rebuild the file."""
-
-
-@dataclass(frozen=True)
-class CompiledFamily:
-    """How a template's instances become programs, and how fresh pool candidates are drawn."""
-
-    program: Callable[[Params], Program]
-    draw: Callable[[np.random.Generator], Params]
-
-
-#: Filled by the template modules (``assembly``, ``linking``) as they are imported.
-FAMILIES: dict[str, CompiledFamily] = {}
-_override: dict[str, dict[str, Any]] | None = None
-
-
-def register(name: str, program: Callable[[Params], Program],
-             draw: Callable[[np.random.Generator], Params]) -> None:
-    FAMILIES[name] = CompiledFamily(program, draw)
-
-
-@functools.cache
-def _shipped() -> dict[str, Any]:
-    resource = resources.files("gym_sysmath.tasks.csapp").joinpath(DATA_FILE)
-    try:
-        document = loads_exact(resource.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {"programs": {}, "pools": {}}
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ValueError(f"{DATA_FILE}: not a {FORMAT} file; run {GENERATED_BY}")
-    return document
-
-
-def outputs(program: Program) -> Outputs:
-    """The recorded result of ``program``; ``NotCompiledError`` when the file lacks it."""
-    records = _override if _override is not None else _shipped()["programs"]
-    record = records.get(program.key)
-    if record is None:
-        raise NotCompiledError(f"program {program.key} is not in {DATA_FILE}; run {GENERATED_BY}")
-    return Outputs.from_record(record)
-
-
-def pool(name: str) -> list[Params]:
-    """The train pool of template ``name`` (instances whose programs the file holds)."""
-    return _shipped()["pools"].get(name, [])
-
-
-def pool_sampler(name: str) -> Callable[[np.random.Generator], Params]:
-    """A ``Template.sample`` that draws from the shipped pool (and, while the pool is being
-    built and is still empty, from the template's fresh draws)."""
-
-    def sample(rng: np.random.Generator) -> Params:
-        instances = pool(name)
-        if not instances or _override is not None:
-            return FAMILIES[name].draw(rng)
-        return loads_exact(dumps_exact(instances[int(rng.integers(len(instances)))]))
-
-    return sample
-
-
-@contextlib.contextmanager
-def recorded(records: dict[str, dict[str, Any]]) -> Iterator[None]:
-    """Read results from ``records`` instead of the shipped file (while building it)."""
-    global _override
-    previous, _override = _override, records
-    try:
-        yield
-    finally:
-        _override = previous
 
 
 def _candidates(name: str) -> list[Params]:
@@ -123,8 +84,6 @@ def _candidates(name: str) -> list[Params]:
 
 def _instances() -> tuple[list[tuple[str, str, Params]], dict[str, list[Params]]]:
     """The eval instances of the compiled templates, and each template's pool candidates."""
-    from .catalog import EVAL_SET
-
     evals = [(task_id, name, params) for task_id, name, params in EVAL_SET if name in FAMILIES]
     return evals, {name: _candidates(name) for name in sorted(FAMILIES)}
 
@@ -149,9 +108,6 @@ def build_document(lease: Any = None) -> dict[str, Any]:
 def document_from(records: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Keep the pool candidates whose trap holds. Raises ``BuildError`` when an eval instance
     fails its trap or a template keeps too few candidates."""
-    from .catalog import TEMPLATES
-    from .template import instantiate
-
     evals, candidates = _instances()
     pools: dict[str, list[Params]] = {}
     used: set[str] = set()
@@ -211,7 +167,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # run as a script this file is a second copy of the module; the families register in the first
-    from gym_sysmath.tasks.csapp import compiled as registry
-
-    sys.exit(registry.main())
+    sys.exit(main())

@@ -22,11 +22,14 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
-import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from gym_sysmath.filters import known_name
+
+from .catalog import TEMPLATES
+from .size import param_size
 
 if TYPE_CHECKING:
     from .task import CsappTask
@@ -41,29 +44,9 @@ CALIBRATION_DRAWS = 240
 
 
 def check_level(level: object) -> str:
-    """``level`` itself when it is one of ``LEVELS``; otherwise a ``ValueError`` naming them."""
-    if level not in LEVELS:
-        raise ValueError(f"difficulty must be one of {LEVELS}, not {level!r}")
-    assert isinstance(level, str)
-    return level
-
-
-def param_size(value: Any) -> float:
-    """How much there is to work through in ``value``: bits and set bits of an int, digits of a
-    float, characters of a string, and the sum over a list or a mapping plus its length."""
-    if isinstance(value, bool):
-        return 1.0
-    if isinstance(value, int):
-        return float(max(1, abs(value).bit_length()) + bin(value).count("1"))
-    if isinstance(value, float):
-        return float(len(repr(value).lstrip("-"))) if math.isfinite(value) else 3.0
-    if isinstance(value, str):
-        return float(len(value))
-    if isinstance(value, Mapping):
-        return float(len(value)) + sum(param_size(v) for v in value.values())
-    if isinstance(value, Sequence):
-        return float(len(value)) + sum(param_size(v) for v in value)
-    raise TypeError(f"cannot size a parameter of type {type(value).__name__}")
+    """``level`` itself when it is one of ``LEVELS``; otherwise a ``ValueError`` naming them
+    (``filters.known_name``: the env's own refusal of an unknown ``difficulty``)."""
+    return known_name("difficulty", level, LEVELS)
 
 
 def measure(template: Template, params: Params) -> float:
@@ -120,6 +103,4 @@ def levels_of(template: Template) -> tuple[str, ...]:
 
 def task_level(task: CsappTask) -> str:
     """The level of a task (eval or train) from its template and stored parameters."""
-    from .catalog import TEMPLATES  # the registry imports the templates, which import this module
-
     return level_of(TEMPLATES[task.template], task.params)

@@ -15,10 +15,10 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from . import compiled
-from .difficulty import param_size
+from . import toolchain_results
 from .machine import hex_string, to_signed, to_unsigned
-from .template import Field, Params, Template, WrongReading, draw, draw_int, require
+from .size import param_size
+from .template import BuildError, Field, Params, Template, WrongReading, draw, draw_int, require
 from .toolchain import Outputs, Program
 
 if TYPE_CHECKING:
@@ -54,12 +54,12 @@ def linking_template(*, name: str, files: Callable[[Params], Files], steps: Call
         return Program(files(p), steps(p) + confirm)
 
     def reference(p: Params) -> Answer:
-        ran = compiled.outputs(program(p))
+        ran = toolchain_results.outputs(program(p))
         link = len(steps(p)) - 1
         if ran.failed_step is not None and ran.failed_step > link:
-            raise compiled.BuildError(f"{name}: the build contradicts what the prompt states: {confirm!r}")
+            raise BuildError(f"{name}: the build contradicts what the prompt states: {confirm!r}")
         if ran.failed_step is not None and ran.failed_step < link:
-            raise compiled.BuildError(f"{name}: build step {ran.failed_step} failed before the link")
+            raise BuildError(f"{name}: build step {ran.failed_step} failed before the link")
         return read(ran)
 
     def question(p: Params) -> str:
@@ -73,9 +73,9 @@ def linking_template(*, name: str, files: Callable[[Params], Files], steps: Call
         require(key == model(p), "the toolchain's result must agree with the model of the linker")
         trap(p, key)
 
-    compiled.register(name, program, draw_params)
+    toolchain_results.register(name, program, draw_params)
     return Template(name=name, category="linking", question=question, fields=lambda _p: fields,
-                    reference=reference, wrong=wrong, trap=trap_and_model, sample=compiled.pool_sampler(name),
+                    reference=reference, wrong=wrong, trap=trap_and_model, sample=toolchain_results.pool_sampler(name),
                     independent=model, measure=_measure)
 
 
@@ -86,7 +86,7 @@ def _measure(p: Params) -> float:
 
 def _printed_ints(ran: Outputs) -> Answer:
     if not ran.built or ran.exit_codes != (0,):
-        raise compiled.BuildError("the program did not build and run cleanly")
+        raise BuildError("the program did not build and run cleanly")
     return [int(v) for v in ran.stdout.split()]
 
 
@@ -95,7 +95,7 @@ def _link_and_value(ran: Outputs) -> Answer:
     if not ran.built:
         return [False, 0]
     if ran.exit_codes != (0,):
-        raise compiled.BuildError("the program linked but did not run cleanly")
+        raise BuildError("the program linked but did not run cleanly")
     return [True, int(ran.stdout)]
 
 
@@ -243,7 +243,7 @@ EXTERN_MISMATCH = linking_template(
 
 def _printed_text(ran: Outputs) -> str:
     if not ran.built or ran.exit_codes != (0,):
-        raise compiled.BuildError("the program did not build and run cleanly")
+        raise BuildError("the program did not build and run cleanly")
     return ran.stdout.strip()
 
 

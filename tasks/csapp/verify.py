@@ -34,7 +34,7 @@ import numpy as np
 from gym_sysmath.answers import plain_answer_text
 from gym_sysmath.exact import dumps_exact, exact_equal, is_json_primitive_list, loads_exact
 
-from . import compiled, cprint, guessability
+from . import cprint, guessability, toolchain_results
 from .answers import parse_answer_value, reference_code
 from .catalog import TEMPLATES
 from .machine import CacheGeometry, ctype, misses, simulate, struct_layout
@@ -237,7 +237,7 @@ def programs_of(task: CsappTask, plain_runs: int | None = None) -> tuple[list[Pr
     template = TEMPLATES.get(task.template)
     if template is None:
         return None
-    family = compiled.FAMILIES.get(task.template)
+    family = toolchain_results.FAMILIES.get(task.template)
     if family is not None:
         return [family.program(task.params)], None
     check = template.runs(task.params) if template.runs is not None else cprint.run_check(
@@ -262,16 +262,16 @@ def _toolchain_problems(task: CsappTask, programs: list[Program], check: Any,
     program, result = programs[0], results[0]
     fresh = result_record(result)
     try:
-        stored = compiled.outputs(program)
+        stored = toolchain_results.outputs(program)
     except BuildError as err:
         return [str(err)]
     problems = []
     if (fresh["built"], fresh["failed_step"], fresh["shown"]) != (stored.built, stored.failed_step, stored.shown):
-        problems.append(f"rebuilding differs from {compiled.DATA_FILE} (build result or the assembly shown)")
+        problems.append(f"rebuilding differs from {toolchain_results.DATA_FILE} (build result or the assembly shown)")
     if (tuple(fresh["outputs"]), tuple(fresh["exit_codes"])) != (stored.outputs, stored.exit_codes):
-        problems.append(f"the rebuilt program printed {fresh['outputs']!r}; {compiled.DATA_FILE} says "
+        problems.append(f"the rebuilt program printed {fresh['outputs']!r}; {toolchain_results.DATA_FILE} says "
                         f"{stored.outputs!r}")
-    with compiled.recorded({program.key: fresh}):
+    with toolchain_results.recorded({program.key: fresh}):
         try:
             key = TEMPLATES[task.template].reference(task.params)
         except Exception as err:

@@ -15,19 +15,19 @@ Generation and verification import sympy, so they load on first use: grading nee
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .grader import LinalgGrade, grade, reference_response
 from .problem import DIFFICULTIES, KIND_OF_TOPIC, LEVELS, STARTER_TOPICS, TOPICS, AnswerKind, LinalgProblem, levels_of
+from .problemfile import PROBLEMS_PATH as PROBLEMS_PATH  # importable here, as before it had its own module
+from .problemfile import load_problems
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .audit import VerifyReport
+    from .audit import AuditReport
 
 __all__ = [
     "DIFFICULTIES",
@@ -46,37 +46,6 @@ __all__ = [
     "verify",
 ]
 
-PROBLEMS_PATH = Path(__file__).with_name("problems.json")
-
-
-def load_problems(
-    path: str | Path | None = None,
-    *,
-    difficulty: str | None = None,
-    topics: Sequence[str] | None = None,
-) -> tuple[LinalgProblem, ...]:
-    """The fixed eval problems in stable order (every level), optionally filtered by difficulty and topics."""
-    if difficulty is not None and difficulty not in LEVELS:
-        raise ValueError(f"unknown difficulty {difficulty!r}; choose from {', '.join(LEVELS)}")
-    unknown = sorted(set(topics or ()) - set(TOPICS))
-    if unknown:
-        raise ValueError(f"unknown topics {unknown}; choose from {', '.join(TOPICS)}")
-    file = Path(path or PROBLEMS_PATH).resolve()
-    stat = file.stat()
-    return tuple(
-        p
-        for p in _read_problems(str(file), stat.st_mtime_ns, stat.st_size)
-        if (difficulty is None or p.difficulty == difficulty) and (not topics or p.topic in topics)
-    )
-
-
-@lru_cache(maxsize=8)
-def _read_problems(path: str, mtime_ns: int, size: int) -> tuple[LinalgProblem, ...]:
-    """Parsed once per file version: envs call ``load_problems`` on every reset."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    return tuple(LinalgProblem.from_dict(item) for item in data["problems"])
-
-
 def generate_problem(
     rng: np.random.Generator,
     topic: str | None = None,
@@ -89,7 +58,7 @@ def generate_problem(
     return _generate(rng, topic=topic, difficulty=difficulty, topics=topics)
 
 
-def verify(path: str | Path | None = None) -> VerifyReport:
+def verify(path: str | Path | None = None) -> AuditReport:
     """Re-derive every key of the shipped set (or ``path``) with numpy and with sympy."""
     from .audit import verify as _verify
 

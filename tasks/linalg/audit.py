@@ -23,13 +23,14 @@ from gym_sysmath.answers import plain_answer_text
 from . import render
 from .grader import grade, reference_response
 from .problem import DIFFICULTIES, KIND_OF_TOPIC, STARTER_TOPICS, TOPICS, LinalgProblem
+from .problemfile import STARTER_VARIANTS, load_problems
 
 _RTOL = 1e-9
 _ATOL = 1e-7
 
 
 @dataclass(frozen=True)
-class VerifyReport:
+class AuditReport:
     """How many problems passed, and for each failure ``"problem_id: reason"``."""
 
     passed: int
@@ -152,13 +153,11 @@ def _expected_ids(variants: int, starter_variants: int) -> set[str]:
 
 
 def check_problems(problems: Sequence[LinalgProblem], variants: int = 2,
-                   starter_variants: int | None = None) -> VerifyReport:
+                   starter_variants: int | None = None) -> AuditReport:
     """Audit a problem set; also reports ids missing from the 13 x 3 x ``variants`` grid and the
-    starter level's ``STARTER_TOPICS`` x ``starter_variants`` (default: the build's, none when
+    starter level's ``STARTER_TOPICS`` x ``starter_variants`` (default: the shipped set's, none when
     ``variants`` is 0)."""
     if starter_variants is None:
-        from .build import STARTER_VARIANTS
-
         starter_variants = STARTER_VARIANTS if variants else 0
     checks: list[tuple[str, Callable[[LinalgProblem], bool]]] = [
         ("kind does not match topic", lambda p: KIND_OF_TOPIC.get(p.topic) == p.kind),
@@ -184,13 +183,11 @@ def check_problems(problems: Sequence[LinalgProblem], variants: int = 2,
     missing = expected - {p.problem_id for p in problems}
     failures.extend(f"{pid}: missing from the problem set" for pid in sorted(missing))
     total = max(len(problems), len(expected))
-    return VerifyReport(passed=passed, total=total, failures=tuple(failures))
+    return AuditReport(passed=passed, total=total, failures=tuple(failures))
 
 
-def verify(path: str | Path | None = None) -> VerifyReport:
+def verify(path: str | Path | None = None) -> AuditReport:
     """Audit the shipped ``problems.json`` (or the file at ``path``)."""
-    from . import load_problems
-
     return check_problems(load_problems(path))
 
 

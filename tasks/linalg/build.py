@@ -21,14 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from ..generated import check_current
+from .audit import verify
 from .generators import GENERATORS, input_key, is_symmetric
 from .problem import DIFFICULTIES, STARTER_TOPICS, TOPICS, LinalgProblem
+from .problemfile import STARTER_VARIANTS, VARIANTS
 
 BASE_SEED = 1729
-VARIANTS = 2
-#: More starter variants than standard ones: the starter level is where a small model's score is
-#: measured before and after training, and its confidence interval narrows with the task count.
-STARTER_VARIANTS = 6
 COMMAND = "python -m gym_sysmath.tasks.linalg.build"
 DEFAULT_PATH = Path(__file__).with_name("problems.json")
 
@@ -89,8 +87,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.verify:
-        from .audit import verify
-
         report = verify(args.path)
         for failure in report.failures:
             print(f"FAIL {failure}", file=sys.stderr)

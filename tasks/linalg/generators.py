@@ -19,8 +19,11 @@ from typing import Any
 import numpy as np
 import sympy
 
+from gym_sysmath.filters import known_name, unknown_name
+
 from . import render
 from .problem import DIFFICULTIES, KIND_OF_TOPIC, LEVELS, TOPICS, LinalgProblem, levels_of
+from .problemfile import load_problems
 from .prompts import build_prompt
 
 #: Draws of one train problem before giving up because each was an eval problem (the smallest
@@ -347,8 +350,6 @@ def input_key(problem: LinalgProblem) -> str:
 
 @functools.cache
 def _eval_inputs() -> frozenset[str]:
-    from . import load_problems
-
     return frozenset(input_key(problem) for problem in load_problems())
 
 
@@ -380,9 +381,9 @@ def generate_problem(
     pool = tuple(topics) if topics else TOPICS
     for name in (*pool, *([topic] if topic else [])):
         if name not in GENERATORS:
-            raise ValueError(f"unknown linear-algebra topic {name!r}; choose from {', '.join(TOPICS)}")
-    if difficulty is not None and difficulty not in LEVELS:
-        raise ValueError(f"unknown difficulty {difficulty!r}; choose from {', '.join(LEVELS)}")
+            raise unknown_name("topic", name, TOPICS, where="topics")
+    if difficulty is not None:
+        known_name("difficulty", difficulty, LEVELS)
     if difficulty is not None:
         pool = tuple(name for name in pool if difficulty in levels_of(name))
         if topic is not None and difficulty not in levels_of(topic):
