@@ -10,7 +10,7 @@ REAL_MODEL := $(VENV)/share/gym-sysmath/smollm2/.installed
 # `gym-sysmath serve` runs from an environment of its own: openenv pins an mcp verifiers cannot share
 SERVE_VENV ?= .venv-serve
 
-.PHONY: serve-venv setup frameworks docker browser toolchains image test test-fast run bench lint typecheck real-model test-real-model
+.PHONY: serve-venv setup frameworks docker browser toolchains image test test-fast run bench lint typecheck docs real-model test-real-model
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -91,3 +91,7 @@ lint: setup
 
 typecheck: setup
 	$(PY) -m mypy
+
+# the docs site (mkdocs.yml, docs/) into build/docs-site; --strict fails on a broken link or anchor
+docs: setup
+	$(VENV)/bin/mkdocs build --strict

@@ -297,7 +297,7 @@ def test_readme_commands_pass_openrlhfs_own_parser_and_every_family_fits(smollm2
     read the export's columns, load this file, and leave every family's longest prompt uncut."""
     from tests.real_model import smollm2
 
-    text = (Path(__file__).parents[1] / "README.md").read_text()
+    text = (Path(__file__).parents[1] / "docs" / "integrations.md").read_text()  # the OpenRLHF section
     commands = readme_commands(text)
     runs = [argv for key, argv in commands.items() if key.startswith("openrlhf.cli")]
     assert len(runs) == 2, "one single-turn and one multi-turn train_ppo_ray command"

@@ -33,7 +33,7 @@ pytest.importorskip("verl.experimental.agent_loop", reason="the frameworks extra
 pytest.importorskip("hydra", reason="the frameworks extra is not installed")
 pytestmark = pytest.mark.filterwarnings("ignore:sandbox='process'")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "integrations.md"  # the verl section moved there
 #: The train draws a README export line makes here (it asks for 20,000).
 TRAIN_ROWS = 8
 #: The README's "plus your model and rollout settings" (besides the model, SmolLM2): what verl's
