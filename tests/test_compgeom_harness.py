@@ -15,6 +15,7 @@ import pytest
 from gym_sysmath.tasks.compgeom import (
     LANGUAGES,
     PRIMITIVES,
+    check_fixtures,
     compare,
     describe_failures,
     job_files,
@@ -22,7 +23,6 @@ from gym_sysmath.tasks.compgeom import (
     reference_solution,
     run_local,
     stdin_for,
-    verify,
 )
 from gym_sysmath.tasks.compgeom.cases import Case, load_cases
 from gym_sysmath.tasks.compgeom.fixtures import MUTATIONS
@@ -210,7 +210,7 @@ LABELS = [f"{p}/{lang}/{fixture}" for p in PRIMITIVES for lang in LANGUAGES
 
 @pytest.fixture(scope="module")
 def verify_report():
-    return verify(run_local, max_workers=os.cpu_count() or 1)
+    return check_fixtures(run_local, max_workers=os.cpu_count() or 1)
 
 
 def test_verify_runs_every_fixture_once(verify_report):

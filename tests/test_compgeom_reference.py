@@ -7,6 +7,7 @@ import importlib.util
 import json
 import sys
 from fractions import Fraction as Q
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -18,7 +19,9 @@ from gym_sysmath.tasks.compgeom import PRIMITIVES, build, load_tasks
 from gym_sysmath.tasks.compgeom.build import generated_files, main
 from gym_sysmath.tasks.compgeom.cases import COMMAND, REACHABLE, load_cases, make_case
 from gym_sysmath.tasks.compgeom.contract import contract_text
+from gym_sysmath.tasks.compgeom.fixtures import MUTATIONS, bad_sources
 from gym_sysmath.tasks.compgeom.grading import _check
+from gym_sysmath.tasks.compgeom.languages import LANGUAGES
 from gym_sysmath.tasks.compgeom.layout import case_path, contract_path, fixture_path
 from gym_sysmath.tasks.compgeom.primitives import BY_NAME
 from gym_sysmath.tasks.compgeom.rational import at, sub
@@ -314,6 +317,25 @@ def test_check_fails_on_a_stale_or_a_stray_file(monkeypatch, capsys):
     assert main(["--check"]) == 1
     err = capsys.readouterr().err
     assert "stale:" in err and "stray:" in err
+
+
+def test_a_bad_fixture_in_the_source_tree_is_stray(monkeypatch, tmp_path):
+    """Bad fixtures are made on demand: a leftover file (an old checkout) is reported, not shipped."""
+    leftover = tmp_path / PRIMITIVES[0] / "fixtures" / "bad_touching_separated.py"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text("old\n", encoding="utf-8")
+    (tmp_path / PRIMITIVES[0] / "fixtures" / "good.py").write_text("kept\n", encoding="utf-8")
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+    assert build._stray({}) == [leftover]
+
+
+def test_fixtures_writes_the_bad_fixtures_that_verify_runs(tmp_path):
+    assert main(["--fixtures", str(tmp_path)]) == 0
+    written = {p.relative_to(tmp_path): p.read_text(encoding="utf-8") for p in tmp_path.rglob("*") if p.is_file()}
+    made = {Path(p, "fixtures", name): text for p in PRIMITIVES for language in LANGUAGES
+            for name, text in bad_sources(p, language).items()}
+    assert written == made and len(made) == len(LANGUAGES) * sum(len(MUTATIONS[p]) for p in PRIMITIVES)
+    assert all(COMMAND in text.split("\n", 1)[0] and "Bug: " in text.split("\n", 2)[1] for text in made.values())
 
 
 @pytest.mark.parametrize("primitive", PRIMITIVES)

@@ -20,7 +20,7 @@ import pytest
 
 import gym_sysmath  # noqa: F401  (registers the ids)
 from gym_sysmath.tasks import compgeom
-from gym_sysmath.tasks.compgeom.languages import BY_LANGUAGE
+from gym_sysmath.tasks.compgeom.fixtures import bad_fixture
 from gym_sysmath.tasks.compgeom.layout import fixture_path, read
 
 CORPUS = Path(__file__).parent / "llm_corpus"
@@ -42,7 +42,6 @@ IDS = [case_id(family, index, case) for family in ENV_IDS for index, case in enu
 def compgeom_reply(template: str, task_id: str) -> str:
     primitive, language = task_id.split("/")
     task = next(t for t in compgeom.load_tasks() if t.task_id == task_id)
-    ext = BY_LANGUAGE[language].ext
 
     def fill(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -52,7 +51,7 @@ def compgeom_reply(template: str, task_id: str) -> str:
             return read(fixture_path(primitive, "good.py"))
         if name == "STARTER":
             return task.starter
-        return read(fixture_path(primitive, f"bad_{name.split(':', 1)[1]}.{ext}"))
+        return bad_fixture(primitive, language, name.split(':', 1)[1])
 
     return re.sub(r"\{(GOOD_PY|GOOD|STARTER|BAD:[a-z_]+)\}", fill, template)
 

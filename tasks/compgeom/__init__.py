@@ -8,7 +8,7 @@ the printed records against exact expectations that never leave the host.
     job_files(task, source)           the files of one sandbox job: harness + candidate
     reference_solution(task)          the known-good fixture, which passes every case
     stdin_for(cases), compare(...)    the harness's stdin, and the grading of its stdout
-    verify(run)                       good fixtures pass, bad ones fail, starters score 0
+    check_fixtures(run)               good fixtures pass, bad ones fail, starters score 0
 
 Files live in ``tasks/compgeom/<primitive>/`` (see ``layout.py``); generated ones are rebuilt and
 checked by ``python -m gym_sysmath.tasks.compgeom.build [--check|--verify]``.
@@ -20,8 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
+from gym_sysmath.filters import unknown_name
+
 from .cases import Case, load_cases
-from .fixtures import VerifyReport, good_source, verify
+from .fixtures import FixtureReport, check_fixtures, good_source
 from .grading import ABS_TOL, REL_TOL, CaseReport, compare, describe_failures, stdin_for
 from .languages import BY_LANGUAGE, LANGUAGES
 from .layout import contract_path, harness_path, read, starter_path
@@ -31,10 +33,9 @@ from .render import strip_header
 from .runner import run_local
 
 __all__ = [
-    "ABS_TOL", "LANGUAGES", "PRIMITIVES", "REL_TOL", "Case", "CaseReport", "CompGeomTask", "VerifyReport",
-    "compare", "describe_failures", "job_files", "load_tasks",
+    "ABS_TOL", "LANGUAGES", "PRIMITIVES", "REL_TOL", "Case", "CaseReport", "CompGeomTask", "FixtureReport",
+    "check_fixtures", "compare", "describe_failures", "job_files", "load_tasks",
     "prompt_for", "reference_solution", "run_local", "stdin_for",
-    "verify",
 ]
 
 
@@ -83,18 +84,18 @@ def load_tasks(primitives: Iterable[str] | None = None, languages: Iterable[str]
     """The tasks in stable order: primitive (as in ``PRIMITIVES``), then cpp, rust, python."""
     chosen_p = set(PRIMITIVES if primitives is None else primitives)
     chosen_l = set(LANGUAGES if languages is None else languages)
-    unknown = (chosen_p - set(PRIMITIVES)) | (chosen_l - set(LANGUAGES))
-    if unknown:
-        raise ValueError(f"unknown primitives or languages: {sorted(unknown)}")
+    for argument, noun, chosen, known in (("primitives", "primitive", chosen_p, PRIMITIVES),
+                                          ("languages", "language", chosen_l, LANGUAGES)):
+        unknown = sorted(chosen - set(known))
+        if unknown:  # the first, in the env's own words (gym_sysmath.filters)
+            raise unknown_name(noun, unknown[0], known, where=argument)
     return tuple(_task(p, lang) for p in PRIMITIVES if p in chosen_p for lang in LANGUAGES if lang in chosen_l)
 
 
-def prompt_for(task: CompGeomTask, max_turns: int, performance_weight: float = 0.0, code_via: str = "fence") -> str:
-    """The task statement for an episode of ``max_turns`` replies (one reply: no test turns); a
-    rewarded performance term is stated with what forfeits it; ``code_via="tool"``: tests run
-    through the ``run_code`` tool."""
-    return build_prompt(task.primitive, BY_LANGUAGE[task.language], task.contract, task.starter, max_turns,
-                        performance_weight, code_via)
+def prompt_for(task: CompGeomTask, max_turns: int, code_via: str = "fence") -> str:
+    """The task statement for an episode of ``max_turns`` replies (one reply: no test turns);
+    ``code_via="tool"``: tests run through the ``run_code`` tool."""
+    return build_prompt(task.primitive, BY_LANGUAGE[task.language], task.contract, task.starter, max_turns, code_via)
 
 
 def job_files(task: CompGeomTask, candidate_source: str) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 Every expected output is computed by the exact reference from the case's own input; nothing is
 typed. Inputs are dyadic rationals, and every case is checked exact in double precision
-(``exact_case``: the contract's products, and the good Python solution reproducing the key), so
+(``exactness.exact_case``: the contract's products, and the good Python solution reproducing the key), so
 a solution without tolerances decides every branch as the reference does.
 
 Public cases are the scenarios named in ``scenarios.PUBLIC`` in their canonical coordinates plus
@@ -19,8 +19,7 @@ never used.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
@@ -28,10 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from .exactness import inexact
-from .layout import case_path
+from .case import Case
+from .exactness import exact_case
+from .inprocess import failure
+from .layout import case_path, good_source
 from .primitives import BOX2, BY_NAME, PRIMITIVES, Primitive
 from .reference import solve
+from .rewrites import REWRITES, rewrite_module
 from .rounding import coordinates, fixed, generated, out_of_range
 from .scenarios import PUBLIC, SCENARIOS_2D, SCENARIOS_BOX, SCENARIOS_VEC
 from .variants import DELTA_EXPONENTS, SCALE_EXPONENTS, near_misses, scaled
@@ -50,20 +52,6 @@ VISIBILITIES = ("public", "hidden")
 
 Q = Fraction
 Vec = tuple[Fraction, Fraction]
-
-
-@dataclass(frozen=True)
-class Case:
-    """One query: its input as decoded JSON, the exact reference's output as floats, the branch."""
-
-    id: str
-    primitive: str
-    input: Mapping[str, Any]
-    expected: Mapping[str, Any]
-    branch: str
-
-    def to_record(self) -> dict[str, Any]:
-        return {"id": self.id, "branch": self.branch, "input": self.input, "expected": self.expected}
 
 
 # ---------------------------------------------------------------- exact values to JSON
@@ -350,25 +338,7 @@ TRAIN_SCALE_EXPONENTS = tuple(k for k in range(-24, 21) if k)  # never the publi
 
 def fixture_source(primitive_name: str) -> str:
     """The good Python fixture's text."""
-    from .layout import fixture_path
-
-    return fixture_path(primitive_name, "good.py").read_text(encoding="utf-8")
-
-
-@cache
-def _good_python(primitive_name: str) -> Any:
-    from .inprocess import load_source  # the runner grades with Case: imported late
-    from .layout import fixture_path
-
-    return load_source(fixture_source(primitive_name), str(fixture_path(primitive_name, "good.py")))
-
-
-def exact_case(case: Case) -> bool:
-    """Every contract product is exact in double precision (``exactness.inexact``) and the good
-    Python solution, which computes in double, reproduces the exact expectation."""
-    from .inprocess import failure
-
-    return inexact(case.primitive, case.input) is None and failure(_good_python(case.primitive), case) is None
+    return good_source(primitive_name, "python")
 
 
 def _transform(primitive: Primitive, values: list[Any], rng: np.random.Generator) -> list[Any]:
@@ -477,9 +447,6 @@ def _catchers(primitive: Primitive, seen: set[str], hidden: Sequence[Case]) -> t
     """Further rounding draws (``rounding.generated``), each kept only when it fails a rewrite
     candidate that fewer than ``CATCHES`` hidden cases fail so far, until every rewrite has that
     many or ``ROUNDING_EXTRA`` draws are spent (the builder then names any rewrite still passing)."""
-    from .inprocess import failure  # the runner grades with Case: imported late
-    from .rewrites import REWRITES, rewrite_module
-
     good = fixture_source(primitive.name)
     modules = {m.name: rewrite_module(primitive.name, good, m) for m in REWRITES[primitive.name]}
     caught = {name: sum(failure(module, case) is not None for case in hidden) for name, module in modules.items()}

@@ -16,9 +16,8 @@ rounded. Box inputs are only compared, never multiplied, so every box case is ex
 families (triangles, 3D rays and boxes) are checked on the good Python solution itself: it runs
 on ``Tracked`` numbers, which check that every sum, difference and product it forms from the
 inputs is exact (a quotient's rounding is allowed, and what is computed from one is not
-checked). The builder also
-runs the good Python solution on every case (``cases.exact_case``): exact products alone do not
-make a rounded division land on the right side of an end point.
+checked). ``exact_case`` also runs the good Python solution on the case: exact products alone
+do not make a rounded division land on the right side of an end point.
 """
 
 from __future__ import annotations
@@ -27,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from .case import Case
+from .inprocess import failure, good_module, record
 from .primitives import BY_NAME
 
 Pair = tuple[float, float]
@@ -122,12 +123,9 @@ class Tracked(float):
 
 
 def _tracked_inexact(primitive: str, case_input: Mapping[str, Any]) -> str | None:
-    from .cases import Case, _good_python  # cases imports this module
-    from .inprocess import record
-
     case = Case("exactness", primitive, case_input, {}, "")
     try:
-        record(_good_python(primitive), case, Tracked)
+        record(good_module(primitive), case, Tracked)
     except _InexactArithmetic as error:
         return f"the good solution's {error}"
     return None
@@ -182,3 +180,9 @@ def inexact(primitive: str, case_input: Mapping[str, Any]) -> str | None:
     except _Inexact as error:
         return str(error)
     return None
+
+
+def exact_case(case: Case) -> bool:
+    """Every contract product is exact in double precision (``inexact``) and the good Python
+    solution, which computes in double, reproduces the exact expectation."""
+    return inexact(case.primitive, case.input) is None and failure(good_module(case.primitive), case) is None

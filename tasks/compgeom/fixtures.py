@@ -1,8 +1,9 @@
-"""Known-good and known-bad solutions, and ``verify``: good ones pass, bad ones fail, starters score 0.
+"""Known-good and known-bad solutions, and ``check_fixtures``: good ones pass, bad ones fail, starters score 0.
 
-``fixtures/good.{hpp,rs,py}`` are written by hand. Each bad fixture is generated from the good
-one of its language by a one-bug edit from ``MUTATIONS`` (checked to apply exactly once), so it
-differs from a passing solution by exactly the bug it is named after: a strict comparison at a
+``fixtures/good.{hpp,rs,py}`` are written by hand. Each bad fixture is made on demand (in memory,
+never committed; ``build --fixtures DIR`` writes them out to read) from the good one of its
+language by a one-bug edit from ``MUTATIONS`` (checked to apply exactly once), so it differs from
+a passing solution by exactly the bug it is named after: a strict comparison at a
 touching boundary, an epsilon parallel test, swapped parameters, one of the Geometric Tools
 quirks the contract fixes (unnormalised collinear parameters, the opposite-direction sign), or
 a tolerance of 1e-12 in one exact test (``bad_tol_*``, from ``tolerances.py``), or a rewrite that
@@ -17,10 +18,11 @@ from dataclasses import dataclass
 
 from gym_sysmath.sandbox.image.supervisor.statuses import ExecutionStatus
 
-from .cases import COMMAND, Case, load_cases
+from .case import Case
+from .cases import COMMAND, load_cases
 from .grading import compare, stdin_for
 from .languages import BY_LANGUAGE, LANGUAGES
-from .layout import fixture_path, harness_path, read, starter_path
+from .layout import good_source, harness_path, read, starter_path
 from .mutation import Mutation, apply_edits
 from .primitives import PRIMITIVES
 from .rewrites import REWRITES
@@ -252,10 +254,6 @@ MUTATIONS: dict[str, tuple[Mutation, ...]] = {p: _BUGS[p] + TOLERANCES[p] + REWR
 then the rewrite candidates (``rewrites.py``)."""
 
 
-def good_source(primitive: str, language: str) -> str:
-    return read(fixture_path(primitive, f"good.{BY_LANGUAGE[language].ext}"))
-
-
 def bad_file_name(mutation: Mutation, language: str) -> str:
     return f"bad_{mutation.name}.{BY_LANGUAGE[language].ext}"
 
@@ -273,7 +271,15 @@ def bad_sources(primitive: str, language: str) -> dict[str, str]:
     return {bad_file_name(m, language): bad_source(primitive, language, m) for m in MUTATIONS[primitive]}
 
 
-# ---------------------------------------------------------------- verify
+def bad_fixture(primitive: str, language: str, name: str) -> str:
+    """The source of the bad fixture named after its bug (``bad_<name>.<ext>`` when written out)."""
+    by_name = {m.name: m for m in MUTATIONS[primitive]}
+    if name not in by_name:
+        raise KeyError(f"{primitive} has no bad fixture {name!r}; it has {', '.join(by_name)}")
+    return bad_source(primitive, language, by_name[name])
+
+
+# ---------------------------------------------------------------- check_fixtures
 
 @dataclass(frozen=True)
 class FixtureResult:
@@ -289,7 +295,7 @@ class FixtureResult:
 
 
 @dataclass(frozen=True)
-class VerifyReport:
+class FixtureReport:
     results: tuple[FixtureResult, ...]
 
     @property
@@ -359,8 +365,8 @@ def _judge(job: _Job, status: ExecutionStatus, output: str, cases: Sequence[Case
     return result(hidden_failures > 0, f"passes {report.summary()}, fails {hidden_failures} hidden cases")
 
 
-def verify(run: Runner, *, primitives: Sequence[str] = PRIMITIVES, languages: Sequence[str] = LANGUAGES,
-           max_workers: int = 1) -> VerifyReport:
+def check_fixtures(run: Runner, *, primitives: Sequence[str] = PRIMITIVES, languages: Sequence[str] = LANGUAGES,
+           max_workers: int = 1) -> FixtureReport:
     """Run every fixture once on public + hidden inputs with ``run(language, files, stdin)``.
 
     Good fixtures must pass every case; each bad fixture must compile, print well-formed output
@@ -378,5 +384,5 @@ def verify(run: Runner, *, primitives: Sequence[str] = PRIMITIVES, languages: Se
 
     jobs = _jobs(primitives, languages)
     with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:
-        return VerifyReport(tuple(pool.map(one, jobs)))
+        return FixtureReport(tuple(pool.map(one, jobs)))
 

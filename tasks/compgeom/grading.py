@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .cases import Case
+from .case import Case
 from .primitives import BY_NAME
 
 REL_TOL = 1e-9

@@ -11,11 +11,13 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Iterable
+from functools import cache
 from types import ModuleType
 from typing import Any
 
-from .cases import Case
+from .case import Case
 from .grading import _check
+from .layout import fixture_path, good_source
 from .primitives import BY_NAME
 
 _counter = itertools.count()
@@ -32,6 +34,12 @@ def load_source(source: str, label: str) -> ModuleType:
     finally:
         del sys.modules[name]
     return module
+
+
+@cache
+def good_module(primitive: str) -> ModuleType:
+    """The good Python fixture loaded once: the builder runs it on every case it draws."""
+    return load_source(good_source(primitive, "python"), str(fixture_path(primitive, "good.py")))
 
 
 def record(module: ModuleType, case: Case, number: Callable[[Any], float] = float

@@ -5,7 +5,9 @@
     starter/candidate.<ext>      generated starter, the API with an unimplemented body
     harness/main.<ext>           generated harness that calls the candidate
     fixtures/good.<ext>          hand-written known-good solutions
-    fixtures/bad_<bug>.<ext>     generated known-bad solutions (good + one bug)
+
+The known-bad solutions (good + one bug) are not files here: ``fixtures.bad_sources`` makes
+them on demand, and ``build --fixtures DIR`` writes them out to read.
 """
 
 from __future__ import annotations
@@ -42,3 +44,8 @@ def fixture_path(primitive: str, name: str) -> Path:
 def read(path: Path) -> str:
     """A shipped file's text; cached, since harnesses and fixtures are read on every step."""
     return path.read_text(encoding="utf-8")
+
+
+def good_source(primitive: str, language: str) -> str:
+    """The hand-written known-good solution of one primitive in one language."""
+    return read(fixture_path(primitive, f"good.{BY_LANGUAGE[language].ext}"))

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 Edit = tuple[str, str]
 
+#: The include a C++ edit that calls ``std::abs`` or ``std::sqrt`` adds (the fixtures include only <algorithm>).
+CMATH: Edit = ("#include <algorithm>\n", "#include <algorithm>\n#include <cmath>\n")
+
 
 @dataclass(frozen=True)
 class Mutation:

@@ -2,7 +2,7 @@
 
 A primitive has two inputs; each is a *shape* (line, ray, segment, triangle or box) with two or
 three fields, each a 2D or 3D vector (or, for the N-d box, a coordinate list), and a result
-*family* (``Family``: the kinds and the number lists of its records). The case JSON, the stdin
+*family* (``PrimitiveFamily``: the kinds and the number lists of its records). The case JSON, the stdin
 line, the harness's argument construction and the function signature all follow this table, so
 adding a primitive is adding a row (plus its reference and fixtures).
 """
@@ -36,7 +36,7 @@ BOX3 = Shape("AlignedBox3", ("min", "max"), "The closed box min.x <= x <= max.x,
 
 
 @dataclass(frozen=True)
-class Family:
+class PrimitiveFamily:
     """A result family: the kinds a result may have and the number lists its record carries, in
     record order, each with its numbers per entry (a parameter 1, a 2D point 2, a 3D point 3)."""
 
@@ -45,12 +45,12 @@ class Family:
     lists: tuple[tuple[str, int], ...]
 
 
-FAMILY_2D = Family("2d", ("invalid", "none", "point", "segment", "ray", "line"),
+FAMILY_2D = PrimitiveFamily("2d", ("invalid", "none", "point", "segment", "ray", "line"),
                    (("t0", 1), ("t1", 1), ("points", 2)))
-FAMILY_BOX = Family("box", ("invalid", "none", "box"), (("min", 1), ("max", 1)))
-FAMILY_TEST = Family("test", ("invalid", "none", "intersect"), ())
+FAMILY_BOX = PrimitiveFamily("box", ("invalid", "none", "box"), (("min", 1), ("max", 1)))
+FAMILY_TEST = PrimitiveFamily("test", ("invalid", "none", "intersect"), ())
 """A test query: whether the inputs intersect, nothing else."""
-FAMILY_3D = Family("3d", ("invalid", "none", "point", "segment"), (("t", 1), ("points", 3)))
+FAMILY_3D = PrimitiveFamily("3d", ("invalid", "none", "point", "segment"), (("t", 1), ("points", 3)))
 """A 3D linear input against a solid: the intersection's parameters on the linear input and its points."""
 
 
@@ -61,7 +61,7 @@ class Primitive:
     name: str
     title: str
     args: tuple[tuple[str, Shape], tuple[str, Shape]]
-    result: Family | None = None  # None: the 2D or N-d box family, as the inputs say
+    result: PrimitiveFamily | None = None  # None: the 2D or N-d box family, as the inputs say
 
     @property
     def is_box(self) -> bool:
@@ -73,7 +73,7 @@ class Primitive:
         return self.args[1][1] is BOX2
 
     @property
-    def family(self) -> Family:
+    def family(self) -> PrimitiveFamily:
         return self.result or (FAMILY_BOX if self.is_box else FAMILY_2D)
 
     @property

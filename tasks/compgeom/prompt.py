@@ -58,26 +58,11 @@ def protocol_paragraph(language: Language, max_turns: int, code_via: str = "fenc
                            calls=max_turns - 1)
 
 
-PERFORMANCE = """\
-Speed also counts: a correct submission earns 1 + {weight:g} * s, where s = min(1, R / C) compares \
-the instructions your program executes on the hidden inputs (C) with the reference solution's in \
-{title} (R), both counted by valgrind's cachegrind over one run, the harness's start-up left out. \
-A run that starts a process or a thread, execs, makes a valgrind client request or prints a wrong \
-answer under the counter gets s = 0."""
-
-
-def performance_paragraph(language: Language, weight: float) -> str:
-    """What the performance term rewards and what forfeits it: shown when it is rewarded."""
-    return PERFORMANCE.format(weight=weight, title=language.title)
-
-
 def build_prompt(function: str, language: Language, contract: str, starter: str, max_turns: int = 8,
-                 performance_weight: float = 0.0, code_via: str = "fence") -> str:
+                 code_via: str = "fence") -> str:
     build = f"It is built with `{language.build}` and run as `{language.run}`. " if language.build else \
         f"It is run as `{language.run}` (Python 3.11). "
     protocol = protocol_paragraph(language, max_turns, code_via)
-    if performance_weight > 0:
-        protocol += "\n\n" + performance_paragraph(language, performance_weight)
     return PROMPT.format(function=function, title=language.title, candidate_file=language.candidate_file,
                          harness=_HARNESS[language.name], build=build, fence=language.fence,
                          protocol=protocol, contract=contract.rstrip("\n") + "\n", starter=starter)

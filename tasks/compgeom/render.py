@@ -16,7 +16,7 @@ from .contract import contract_text
 from .languages import BY_LANGUAGE, Language
 from .primitives import BY_NAME, Primitive, Shape
 
-TEMPLATES = Path(__file__).with_name("templates")
+TEMPLATE_DIR = Path(__file__).with_name("templates")
 
 
 def header(comment: str, source: str) -> str:
@@ -87,7 +87,7 @@ def _fill(kind: str, primitive: Primitive, language: Language) -> str:
         "type1": shape1.type_name,
         "types": "" if primitive.is_box else _types(primitive, language),
     }
-    return Template((TEMPLATES / name).read_text(encoding="utf-8")).substitute(values)
+    return Template((TEMPLATE_DIR / name).read_text(encoding="utf-8")).substitute(values)
 
 
 def harness_source(primitive: str, language: str) -> str:

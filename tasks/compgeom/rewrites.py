@@ -12,7 +12,7 @@ moved to its centroid. Each is generated from a few templates (``_clip_rewrites`
 
 The hidden cases are built so that every rewrite fails one of them (touching, end-point and
 crossing inputs whose parameters have odd denominators, ``rounding.py``): the builder runs
-each rewrite's Python form on the hidden cases in this process (``uncaught``), and ``verify``
+each rewrite's Python form on the hidden cases in this process (``uncaught``), and ``check_fixtures``
 compiles and runs all three languages' forms as the bad fixtures ``bad_rw_*``. All three
 languages compute the same IEEE double operations in the same order (``sqrt`` is correctly
 rounded in each), so a hidden case that catches the Python form catches the others.
@@ -22,14 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .cases import Case
+from .case import Case
 from .inprocess import first_failure, load_source
-from .mutation import Edit, Mutation, apply_edits
+from .mutation import CMATH, Edit, Mutation, apply_edits
 from .primitives import BY_NAME, PRIMITIVES
 
 _Edits = dict[str, tuple[Edit, ...]]
 
-CMATH: Edit = ("#include <algorithm>\n", "#include <algorithm>\n#include <cmath>\n")
 PYMATH: Edit = ("from __future__ import annotations\n\n", "from __future__ import annotations\n\nimport math\n")
 _NONE_RS = "result(Kind::None, Vec::new(), Vec::new())"
 

@@ -1,7 +1,7 @@
 """A local stand-in for the sandbox: compile and run one job with the host toolchains, using the
 sandbox's build and run commands (``toolchains.TOOLCHAINS``).
 
-``run_local(language, files, stdin) -> (status, output)`` has the shape ``verify`` expects of any
+``run_local(language, files, stdin) -> (status, output)`` has the shape ``check_fixtures`` expects of any
 runner (the env passes the Docker sandbox instead). ``status`` is the sandbox's own
 ``ExecutionStatus``: ``OK`` when the program compiled and exited 0, and then ``output`` is its
 stdout; otherwise ``COMPILE_ERROR``, ``RUNTIME_ERROR`` or ``TIMEOUT``, and ``output`` is the

@@ -1,11 +1,11 @@
 """Tolerance candidates: the good fixture with one exact test loosened by a tolerance.
 
 The contracts have no tolerance anywhere, and the hidden cases are built so that a candidate
-with one fails: per primitive and per kind of test (``KINDS``), the builder runs each
+with one fails: per primitive and per kind of test (listed below), the builder runs each
 candidate's Python form in this process at every size in ``SIZES`` and requires a failing
 hidden case at each (``uncaught``). A tolerance only widens what it lets through as it grows,
 so the smallest size, 1e-12 of the inputs' scale, is the hardest to catch; the bad fixtures
-(``bad_tol_*`` in all three languages, run by ``verify``) use that size.
+(``bad_tol_*`` in all three languages, run by ``check_fixtures``) use that size.
 
 - ``parallel``: ``|perp(d0, d1)| <= eps`` (absolute) or ``<= eps*|d0|*|d1|`` (relative, the sine
   of the angle) counts as parallel;
@@ -27,16 +27,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .cases import Case
+from .case import Case
 from .inprocess import first_failure, load_source
-from .mutation import Edit, Mutation, apply_edits
+from .mutation import CMATH, Edit, Mutation, apply_edits
 from .primitives import BY_NAME, PRIMITIVES
 
 EPS = "1e-12"
 SIZES: tuple[float, ...] = (1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 0.25, 1.0, 1e3)
 """The tolerance sizes the builder tries for every candidate (bad fixtures use the first)."""
 
-CMATH = ("#include <algorithm>\n", "#include <algorithm>\n#include <cmath>\n")
 
 #: Per language, the (old, new) replacements of one candidate (``Mutation.edits``).
 _Edits = dict[str, tuple[Edit, ...]]
