@@ -17,13 +17,18 @@ for env_id in gym_sysmath.env_ids():
     env.close()
     print(f"plain install: {env_id} ok")
 
-# A dataset exported from the checkout must grade in the plain install: same task-set fingerprints.
+# A dataset exported from the checkout must grade in the plain install: the same task-set labels,
+# and the plain install's tasks measure the digest recorded for them (so nothing they are made of
+# was left out of the wheel).
 import json  # noqa: E402
 import os  # noqa: E402
 
 from gym_sysmath.families import families, task_set  # noqa: E402
+from gym_sysmath.task_sets.lock import check  # noqa: E402
 
 expected = json.loads(os.environ["GYM_SYSMATH_CHECKOUT_TASK_SETS"])
 installed = {row.name: task_set(row.name) for row in families()}
 assert installed == expected, f"task sets differ: checkout {expected}, plain install {installed}"
-print(f"plain install: task sets {installed} match the checkout")
+problems = check()
+assert not problems, "the plain install's task sets are not the recorded ones:\n" + "\n".join(problems)
+print(f"plain install: task sets {installed} match the checkout and their recorded digests")

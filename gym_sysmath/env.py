@@ -1,7 +1,8 @@
 """The environment base class every family inherits: the contract lives here, once.
 
-A family supplies its tasks and two hooks: what a code action does (``_on_code``) and how a
-final action is graded (``_grade_final``). This class owns the rest: text spaces, seeding,
+A family supplies its tasks, its filters and three hooks: what a tool turn does (``_tool_turn``),
+how a final reply is graded (``_grade_final``) and how the last turn is (``_grade_last_turn``).
+This class owns the rest: text spaces, seeding,
 turn counting, the ``info`` fields, the verdict-to-reward rule, and turning a harness failure
 into a ``scoring_error`` that truncates the episode instead of masquerading as a wrong answer.
 """
@@ -9,6 +10,7 @@ into a ``scoring_error`` that truncates the episode instead of masquerading as a
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from gym_sysmath.actions import (
     to_observation,
 )
 from gym_sysmath.fences import Block
-from gym_sysmath.filters import TaskFilter
+from gym_sysmath.filters import TaskFilter, unknown_name
 from gym_sysmath.sandbox import (
     SESSION_LIMITS,
     ExecutionResult,
@@ -39,11 +41,12 @@ from gym_sysmath.sandbox import (
 )
 from gym_sysmath.sandbox.pool import SandboxHold
 from gym_sysmath.spaces import SysmathText, text_space
+from gym_sysmath.task_sets import TaskSet, installed, require
 from gym_sysmath.terminal import escape_controls
 from gym_sysmath.verdicts import Grade, Verdict
 
 #: The ``info`` fields every step and reset carry, whatever the family.
-INFO_KEYS = ("task_id", "family", "turn", "verdict", "correct", "scoring_error")
+INFO_KEYS = ("task_id", "family", "turn", "verdict", "correct", "scoring_error", "task_set", "task_set_hash")
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate is not text: run_code runs it as U+FFFD
 
@@ -115,7 +118,32 @@ ROLES = {"prompt": "user", "action": "assistant", "observation": "user"}
 CODE_VIA = ("fence", "tool")
 
 
-class SysmathEnv(gym.Env[str, str]):
+class _TakesTaskSet(type):
+    """Lets every family take ``task_set=`` without declaring it: ``gym.make("CsappExact-v0",
+    task_set="csapp@1")`` checks the pin against the installed task set (``task_sets.require``:
+    another version is refused, naming the installed one and where the other shipped) and drops
+    it before the family's own ``__init__`` runs."""
+
+    family: str  # what SysmathEnv declares
+
+    def __init__(cls, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(name, bases, namespace, **kwargs)
+        # inspect.signature(cls) would read __call__ below: show the family's arguments and task_set
+        own = inspect.signature(cls.__init__)  # type: ignore[misc]  # the family's constructor, as declared
+        parameters = list(own.parameters.values())[1:]
+        if "task_set" not in own.parameters:
+            at = next((i for i, p in enumerate(parameters) if p.kind is p.VAR_KEYWORD), len(parameters))
+            parameters.insert(at, inspect.Parameter("task_set", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                                    annotation="str | int | None"))
+        cls.__signature__ = own.replace(parameters=parameters)
+
+    def __call__(cls, *args: Any, task_set: str | int | None = None, **kwargs: Any) -> Any:
+        if task_set is not None:
+            require(cls.family, task_set)
+        return super().__call__(*args, **kwargs)
+
+
+class SysmathEnv(gym.Env[str, str], metaclass=_TakesTaskSet):
     """Base of all gym-sysmath environments (see each family's docstring for the manual)."""
 
     # Not a ClassVar: gymnasium declares ``metadata`` as an attribute of ``Env``; instances only read it.
@@ -135,7 +163,7 @@ class SysmathEnv(gym.Env[str, str]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "filters" in cls.__dict__ and "reset_options" not in cls.__dict__:  # one declaration: the filters
-            cls.reset_options = ("task_id", *(entry.option_name for entry in cls.filters))
+            cls.reset_options = ("task_id", *(entry.argument for entry in cls.filters))
 
     def __init__(self, *, split: str = "eval", max_turns: int | None = None, sandbox: str = "docker",
                  pool_size: int | None = None, limits: Limits | None = None, render_mode: str | None = None,
@@ -213,6 +241,18 @@ class SysmathEnv(gym.Env[str, str]):
         """An action text that solves the current task (for tests and offline eval only)."""
         raise NotImplementedError
 
+    def grading_key(self) -> Any:
+        """What the current task's replies are graded against, host side only: its answer key (a
+        family graded on hidden cases returns those). The task-set digest hashes it
+        (``gym_sysmath.task_sets.digest``), so a changed key or case changes the task set."""
+        assert self.task is not None
+        return self.task.answer
+
+    @property
+    def task_set(self) -> TaskSet:
+        """The installed task set of this env's family: its label (``csapp@1``) and hash go in every ``info``."""
+        return installed(self.family)
+
     def _needs_sandbox(self) -> bool:
         return True
 
@@ -274,7 +314,7 @@ class SysmathEnv(gym.Env[str, str]):
         An option that leaves none of the env's own names is refused: options narrow, never widen."""
         wanted = dict(self.applied_filters)
         for entry in self.filters:
-            names = entry.read(options.get(entry.option_name), option=True)
+            names = entry.read(options.get(entry.argument))
             if names is None:
                 continue
             own = wanted.get(entry.argument)
@@ -282,7 +322,7 @@ class SysmathEnv(gym.Env[str, str]):
                 kept = tuple(name for name in own if name in names)
                 if not kept:
                     raise ValueError(
-                        f"reset option {entry.describe(names, option=True)} is outside this env's filter "
+                        f"reset option {entry.describe(names)} is outside this env's filter "
                         f"{entry.describe(own)}: a reset option narrows the env's filter for one reset, it cannot "
                         f"widen it; make the env without {entry.argument} to draw from all of them")
                 names = kept
@@ -309,7 +349,7 @@ class SysmathEnv(gym.Env[str, str]):
             return self._choose(kept, wanted)
         task_id = options["task_id"]
         if task_id not in self._every_eval_id:
-            raise ValueError(f"unknown task_id {task_id!r}; see env.unwrapped.task_ids")
+            raise unknown_name("task_id", task_id, self._every_eval_id, listed_in="env.unwrapped.task_ids")
         entry = self._excluded_by(task_id, wanted, unasked=False)
         if entry is not None:
             value = self._filter_value(task_id, entry.key)
@@ -317,7 +357,7 @@ class SysmathEnv(gym.Env[str, str]):
                 where = f"this env's filter {entry.describe(self.applied_filters[entry.argument])}"
                 fix = f"make the env without {entry.argument} to reset on it"
             else:
-                where = f"the reset option {entry.describe(wanted[entry.argument], option=True)}"
+                where = f"the reset option {entry.describe(wanted[entry.argument])}"
                 fix = "drop that option to reset on it"
             raise ValueError(f"task_id {task_id!r} is excluded by {where} (its {entry.key} is {value!r}); "
                              f"env.unwrapped.task_ids lists the tasks this env serves; {fix}")
@@ -346,7 +386,7 @@ class SysmathEnv(gym.Env[str, str]):
     def _lookup(records: Mapping[str, Any], task_id: str) -> Any:
         """The record of ``task_id``, or an error that says where the valid ids are."""
         if task_id not in records:
-            raise ValueError(f"unknown task_id {task_id!r}; see env.unwrapped.task_ids")
+            raise unknown_name("task_id", task_id, tuple(records), listed_in="env.unwrapped.task_ids")
         return records[task_id]
 
     # ------------------------------------------------------------------ the contract
@@ -391,10 +431,9 @@ class SysmathEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         self._end_episode()
         options = dict(options or {})
-        unknown = sorted(set(options) - set(self.reset_options))
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {unknown} for {type(self).__name__}; it takes "
-                             f"{', '.join(self.reset_options)}")
+        for key in options:
+            if key not in self.reset_options:
+                raise unknown_name("reset option", key, self.reset_options, where=type(self).__name__)
         self.task = self._select_task(options)
         self.turn = 0
         self._done = False
@@ -537,6 +576,8 @@ class SysmathEnv(gym.Env[str, str]):
             "verdict": verdict,
             "correct": verdict == Verdict.CORRECT.value,
             "scoring_error": scoring_error,
+            "task_set": self.task_set.label,
+            "task_set_hash": self.task_set.hash,
         }
 
     def _choose(self, candidates: Sequence[str], wanted: Mapping[str, tuple[str, ...]] | None = None) -> str:

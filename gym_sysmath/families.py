@@ -7,16 +7,14 @@ and the README's id table are read from here. ``docs/adding-a-family.md`` shows 
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import importlib
-import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+
+from gym_sysmath.task_sets import installed
 
 
 @dataclass(frozen=True)
@@ -31,17 +29,19 @@ class EnvId:
 @dataclass(frozen=True)
 class Family:
     """A family's registry row. Entry points are ``"module:attribute"`` strings, so nothing is
-    imported until used and a Gymnasium spec pickles and has a JSON form."""
+    imported until used and a Gymnasium spec pickles and has a JSON form. Every id also gets the
+    batched vector env (``gym_sysmath.vector:<id>``, i.e. ``vector.make_vector``): a row names none."""
 
-    name: str  #: the family name: ``env.unwrapped.family``, ``gym-sysmath verify <name>``
+    name: str  #: the family name: ``env.unwrapped.family``, ``tasks/<name>/``, ``gym-sysmath verify <name>``
     entry_point: str  #: the env class
     ids: tuple[EnvId, ...]  #: the first is the primary id (the whole family); the rest are aliases
-    verifier: str  #: ``"module:function"``, called with the ``verify`` command's argparse namespace, -> exit code
+    #: ``"module:function"`` that ``gym-sysmath verify <name>`` calls with its argparse namespace, -> exit
+    #: code; by default the task folder's ``build.py --verify`` (``gym_sysmath.tasks.<name>.build``)
+    verifier: str = "gym_sysmath.verification:build_verify"
     breakdown_keys: tuple[str, ...] = ()  #: task metadata keys the eval summary groups accuracy by
     #: breakdown keys whose values have an order of their own (difficulty: easy to hard), each to the
     #: ``"module:attribute"`` tuple that lists them in it; the summary lists other values alphabetically
     breakdown_order: Mapping[str, str] = field(default_factory=dict)
-    vector_entry_point: str | None = None  #: a batched ``VectorEnv`` factory for ``gym.make_vec``
 
     def __post_init__(self) -> None:
         if not self.ids:
@@ -52,22 +52,17 @@ class Family:
         return self.ids[0].env_id
 
 
-_COMPGEOM_VECTOR = "gym_sysmath.vector:compgeom_vector"
-
 _BUILT_IN: tuple[Family, ...] = (
     Family("csapp", "gym_sysmath.envs.csapp:CsappExactEnv", (EnvId("CsappExact-v0"),),
-           verifier="gym_sysmath.verification:csapp", breakdown_keys=("category", "difficulty"),
-           breakdown_order={"difficulty": "gym_sysmath.tasks.csapp.difficulty:LEVELS"},
-           vector_entry_point="gym_sysmath.vector:csapp_vector"),
+           breakdown_keys=("category", "difficulty"),
+           breakdown_order={"difficulty": "gym_sysmath.tasks.csapp.difficulty:LEVELS"}),
     Family("linalg", "gym_sysmath.envs.linalg:LinearAlgebraEnv", (EnvId("LinearAlgebra-v0"),),
-           verifier="gym_sysmath.verification:linalg", breakdown_keys=("difficulty", "topic"),
-           breakdown_order={"difficulty": "gym_sysmath.tasks.linalg.problem:LEVELS"},
-           vector_entry_point="gym_sysmath.vector:linalg_vector"),
+           breakdown_keys=("difficulty", "topic"),
+           breakdown_order={"difficulty": "gym_sysmath.tasks.linalg.problem:LEVELS"}),
     Family("compgeom", "gym_sysmath.envs.compgeom:CompGeomEnv",
            (EnvId("CompGeom-v0"), EnvId("CompGeomCpp-v0", {"languages": ["cpp"]}),
             EnvId("CompGeomRust-v0", {"languages": ["rust"]}), EnvId("CompGeomPython-v0", {"languages": ["python"]})),
-           verifier="gym_sysmath.verification:compgeom", breakdown_keys=("language",),
-           vector_entry_point=_COMPGEOM_VECTOR),
+           verifier="gym_sysmath.verification:compgeom", breakdown_keys=("language",)),
 )
 
 _FAMILIES: dict[str, Family] = {family.name: family for family in _BUILT_IN}
@@ -125,53 +120,19 @@ def breakdown_order(env_id: str, key: str) -> tuple[str, ...]:
     return ()
 
 
-#: Folders a task set's fingerprint leaves out: bytecode, and the wrong solutions the builders
-#: attack the grader with (they test the grader, they are not tasks).
-_NOT_TASK_DATA = frozenset({"__pycache__", "fixtures"})
-
-
-def _is_task_data(relative: Path) -> bool:
-    """A file a plain install ships and a task is made of (code, generated data, prompt templates,
-    contracts, starters, harnesses); editor leftovers and docs are not, so a stray ``.swp`` or
-    ``README.md`` never makes a checkout and a plain install refuse each other's rows."""
-    if _NOT_TASK_DATA & set(relative.parts) or relative.name.startswith("."):
-        return False
-    if relative.suffix in {".py", ".json", ".tpl"} or relative.name == "CONTRACT.md":
-        return True
-    return (relative.parent.name, relative.stem) in {("starter", "candidate"), ("harness", "main")}
-
-
-def _package_files(module: str) -> list[tuple[str, Path]]:
-    """``(path relative to the package, path)`` of each task-data file of ``module``."""
-    spec = importlib.util.find_spec(module)
-    if spec is None:
-        return []
-    if spec.submodule_search_locations:  # a package: every task-data file under it
-        return sorted((path.relative_to(root).as_posix(), path) for root in spec.submodule_search_locations
-                      for path in Path(root).rglob("*") if path.is_file() and _is_task_data(path.relative_to(root)))
-    return [(Path(spec.origin).name, Path(spec.origin))] if spec.origin else []
-
-
-@functools.cache
 def task_set(name: str) -> str:
-    """The installed task set of family ``name``: ``<name>-<12 hex>``, a hash over its env module
-    (the prompts) and its task package (builders, generated tasks, keys and hidden cases).
-
-    Any change to what a task shows or how its key is made changes it, so a dataset exported
-    from one checkout is refused, not mis-graded, by another (``TaskRef.task_set``)."""
-    row = family(name)
-    digest = hashlib.sha256()
-    for module in (row.entry_point.partition(":")[0], f"gym_sysmath.tasks.{name}"):
-        for relative, path in _package_files(module):
-            digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
-    return f"{name}-{digest.hexdigest()[:12]}"
+    """The label of family ``name``'s installed task set, ``<name>@<version>`` (``csapp@1``):
+    what an exported dataset row, ``/health`` and every ``info`` name, so a row made on another
+    task set is refused, not mis-graded (``TaskRef.check_task_set``). ``gym_sysmath.task_sets``
+    has its version, hash and history."""
+    return installed(name).label
 
 
 def _register_with_gymnasium(row: Family) -> None:
     for entry in row.ids:
         if entry.env_id not in gym.registry:
             gym.register(id=entry.env_id, entry_point=row.entry_point, kwargs=dict(entry.kwargs),
-                         vector_entry_point=row.vector_entry_point, disable_env_checker=False)
+                         vector_entry_point=f"gym_sysmath.vector:{entry.env_id}", disable_env_checker=False)
 
 
 def register_family(row: Family) -> None:

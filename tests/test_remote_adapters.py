@@ -39,10 +39,10 @@ from tests.conftest import killing_our_containers
 
 PROCESS = {"sandbox": "process"}
 #: a task set no install has: a row "exported elsewhere"
-FOREIGN = "linalg-000000000000"
+FOREIGN = "linalg@999"
 #: a reply whose code runs in a container for 3 s: long enough to kill the container under it
 SLEEPY = "```python\nimport time\ntime.sleep(3)\nresult = [0]\n```"
-REFUSED = r"task set linalg-000000000000, the gym-sysmath server at http://127\.0\.0\.1:\d+ serves linalg-\w+"
+REFUSED = r"task set linalg@999, the gym-sysmath server at http://127\.0\.0\.1:\d+ serves linalg@\d+"
 pytestmark = [pytest.mark.docker, pytest.mark.filterwarnings("ignore:sandbox='process'")]
 
 
@@ -255,7 +255,7 @@ def test_trl_refuses_a_row_of_another_task_set_than_the_servers(server, linalg, 
     with SysmathReward(remote=server.url) as reward:
         with pytest.raises(ValueError, match=REFUSED + r".*Export the dataset again"):
             reward(completions=replies[:1], **columns([foreign(linalg[0])]))
-        monkeypatch.setattr("gym_sysmath.families.task_set", lambda name: f"{name}-0123456789ab")  # this install's
+        monkeypatch.setattr("gym_sysmath.families.task_set", lambda name: f"{name}@998")  # this install's
         assert reward(completions=replies, **columns(linalg)) == [1.0, 0.0]  # the server's set is the one checked
 
 
@@ -408,7 +408,7 @@ def skyrl_trainer():
 
 
 def skyrl_overrides(server) -> list[str]:
-    """The README's SkyRL settings with the server: keys Hydra's override grammar parses (no ``/``)."""
+    """The SkyRL settings of docs/integrations.md with the server: keys Hydra's override grammar parses (no ``/``)."""
     from tests.test_skyrl import DOCUMENTED
 
     return [*DOCUMENTED, f"environment.skyrl_gym.gym_sysmath.remote={server.url}"]

@@ -172,7 +172,8 @@ def test_async_clients_play_many_sessions_at_once_and_give_them_back(gym_server)
 
 @pytest.mark.docker
 def test_health_reports_capacity_and_the_served_task_sets(gym_server) -> None:
-    from gym_sysmath.families import task_set
+    from gym_sysmath.families import families, task_set
+    from gym_sysmath.task_sets import installed
 
     deadline = time.monotonic() + 60
     while not server_health(gym_server.url)["ready"] and time.monotonic() < deadline:  # primed, reserve warm
@@ -180,7 +181,8 @@ def test_health_reports_capacity_and_the_served_task_sets(gym_server) -> None:
     health = server_health(gym_server.url)
     assert health["status"] == "healthy" and health["ready"]
     assert health["pool"]["reserve"] + health["pool"]["leased"] >= 2
-    assert health["task_sets"] == {name: task_set(name) for name in ("compgeom", "csapp", "linalg")}
+    assert health["task_sets"] == {row.name: task_set(row.name) for row in families()}  # every id is served
+    assert health["task_set_hashes"] == {row.name: installed(row.name).hash for row in families()}
     assert health["pool"]["backend"] == "docker" and health["pool"]["warm_target"] == 2
     with RemoteSysmathEnv(gym_server.url, "CsappExact-v0", max_turns=2) as env:
         env.reset(seed=0)

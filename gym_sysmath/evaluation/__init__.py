@@ -15,7 +15,8 @@ around it). The pieces, top to bottom, one module each:
   again. ``run.json`` beside it holds the run's fingerprint (``run_fingerprint``: the
   agent's configuration and the model the server says it serves, env ids and arguments,
   seed, rollouts, sandbox backend), and ``resume`` refuses a log that another configuration
-  wrote.
+  wrote. Every row names the task set it was played on (``task_set``, ``task_set_hash``), and
+  ``resume`` refuses a log played on another task set than this install's.
 - *Summarize* (``summary``): a pure function of the logged samples in plan order, so a
   resumed run writes the same ``summary.json`` as an uninterrupted one (but for ``time``,
   the sessions' whole wall time). Scoring errors (harness failures) and failed samples are
@@ -76,6 +77,7 @@ from gym_sysmath.evaluation.summary import (
     summarize,
 )
 from gym_sysmath.evaluation.viewer import write_report
+from gym_sysmath.task_sets import TaskSet
 
 #: Eval events: a run's start, its resume (how much was logged), its end or interruption.
 logger = logging.getLogger(__name__)
@@ -143,6 +145,22 @@ def _task_ids(env_ids: Sequence[str], make_kwargs: Mapping[str, Any], take_sandb
     return ids, probes
 
 
+def _check_task_sets(done: Mapping[tuple[str, str, int], SampleResult], task_sets: Mapping[str, TaskSet],
+                     path: Path) -> None:
+    """Refuse to resume a log whose samples were played on another task set than this install's:
+    their scores and the new ones would not measure the same tasks (failed rows are played again)."""
+    for result in done.values():
+        current = task_sets.get(result.env_id)
+        if current is None or result.verdict is RowVerdict.FAILED:
+            continue
+        if (result.task_set, result.task_set_hash) != (current.label, current.hash):
+            logged = (f"task set {result.task_set} ({result.task_set_hash})" if result.task_set else
+                      "a task set it did not record (before task sets were versioned)")
+            raise EvalError(f"{path}: its {result.env_id} samples were played on {logged}, this install has "
+                            f"{current.label} ({current.hash}); resuming would mix two task sets: finish it with "
+                            f"the install that started it, or use another --out")
+
+
 def _check_resumable(done: Mapping[tuple[str, str, int], SampleResult], specs: Sequence[SampleSpec],
                      agent: Agent, path: Path) -> None:
     for spec in specs:
@@ -178,6 +196,7 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
     started = time.perf_counter()
     task_ids, probes = _task_ids(env_ids, make_kwargs, take_sandboxes=not use_ray)
     try:
+        task_sets = {env_id: core_env(probe).task_set for env_id, probe in zip(env_ids, probes, strict=True)}
         specs = [spec for env_id in env_ids
                  for spec in plan_samples(env_id, task_ids[env_id], agent, n, rollouts, seed)]
         if not specs:
@@ -191,6 +210,7 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
         done = log.load() if log and resume else {}
         if log:
             bind_run_header(log, fingerprint)
+            _check_task_sets(done, task_sets, log.path)
             _check_resumable(done, specs, agent, log.path)
         results = {key: result for key, result in done.items() if key in planned}
         todo = [spec for spec in specs if spec.key not in results or results[spec.key].verdict is RowVerdict.FAILED]
@@ -208,7 +228,8 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
             with lock:
                 if isinstance(outcome, SampleFailure):
                     failures.append(outcome)
-                    result = outcome.as_result(agent.name)
+                    played_on = task_sets[outcome.spec.env_id]
+                    result = outcome.as_result(agent.name, (played_on.label, played_on.hash))
                 else:
                     result = outcome
                 if log:

@@ -62,7 +62,9 @@ class SampleResult:
     when it keeps none. ``final_info`` is the last step's ``info`` (``hidden_passed``,
     ``compile_success``, ``format_ok``, ...); ``error`` says why a ``context_overflow`` or
     ``failed`` sample stopped. ``verdict`` is read into its enum (``sample_verdict``), so a
-    row with a verdict neither enum has is refused where it is made or loaded."""
+    row with a verdict neither enum has is refused where it is made or loaded. ``task_set`` and
+    ``task_set_hash`` name the task set the sample was played on (the env's ``info``; ``None``
+    in a row logged before task sets were versioned), so ``--resume`` never mixes two."""
 
     env_id: str
     task_id: str
@@ -80,6 +82,8 @@ class SampleResult:
     turns: tuple[Mapping[str, Any], ...] = ()
     final_info: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
+    task_set: str | None = None
+    task_set_hash: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", sample_verdict(self.verdict))
@@ -95,6 +99,7 @@ class SampleResult:
             "reward": self.reward, "verdict": self.verdict.value, "scoring_error": self.scoring_error,
             "detail": self.detail, "metadata": dict(self.metadata), "timings": dict(self.timings),
             "turns": [dict(turn) for turn in self.turns], "final_info": dict(self.final_info), "error": self.error,
+            "task_set": self.task_set, "task_set_hash": self.task_set_hash,
         }
 
     @classmethod
@@ -107,6 +112,7 @@ class SampleResult:
             metadata=dict(record.get("metadata") or {}), timings=dict(record.get("timings") or {}),
             turns=tuple(dict(turn or {}) for turn in record.get("turns") or ()),
             final_info=dict(record.get("final_info") or {}), error=record.get("error"),
+            task_set=record.get("task_set"), task_set_hash=record.get("task_set_hash"),
         )
 
 
@@ -124,8 +130,9 @@ class SampleFailure:
     def key(self) -> tuple[str, str, int]:
         return self.spec.key
 
-    def as_result(self, agent: str) -> SampleResult:
-        """The row logged for it: verdict ``failed``, reward 0, the error and the turns so far."""
+    def as_result(self, agent: str, task_set: tuple[str | None, str | None] = (None, None)) -> SampleResult:
+        """The row logged for it: verdict ``failed``, reward 0, the error and the turns so far;
+        ``task_set`` (label, hash) is the run's, for a sample that failed before its reset said."""
         spec, partial = self.spec, self.partial
         return SampleResult(
             env_id=spec.env_id, task_id=spec.task_id, rollout=spec.rollout, seed=spec.seed, agent=agent,
@@ -133,7 +140,8 @@ class SampleFailure:
             reward=0.0, verdict=RowVerdict.FAILED, scoring_error=None, detail=None,
             metadata=partial.metadata if partial else {}, timings=partial.timings if partial else {},
             turns=partial.turns if partial else (), final_info=partial.final_info if partial else {},
-            error=self.error)
+            error=self.error, task_set=partial.task_set if partial else task_set[0],
+            task_set_hash=partial.task_set_hash if partial else task_set[1])
 
 
 Outcome = SampleResult | SampleFailure
@@ -168,6 +176,7 @@ def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
     if info.get("task_id") != spec.task_id:
         raise RuntimeError(f"{spec.env_id} reset to {info.get('task_id')!r}, not {spec.task_id!r}")
     reset_s = time.perf_counter() - started
+    task_set, task_set_hash = info.get("task_set"), info.get("task_set_hash")
     metadata = _jsonable({key: value for key, value in info.items() if key not in BASE_INFO_KEYS})
     history: list[dict[str, str]] = []
     actions: list[str] = []
@@ -185,7 +194,7 @@ def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
             verdict=verdict or _env_verdict(info), scoring_error=None if verdict else info.get("scoring_error"),
             detail=None if verdict or info.get("detail") is None else str(info["detail"]), metadata=metadata,
             timings={key: round(value, 6) for key, value in timings.items()}, turns=tuple(turns),
-            final_info=_jsonable(dict(info)), error=error)
+            final_info=_jsonable(dict(info)), error=error, task_set=task_set, task_set_hash=task_set_hash)
 
     try:
         for index in range(MAX_STEPS):

@@ -81,9 +81,19 @@ def _in_order(values: Iterable[str], order: tuple[str, ...]) -> list[str]:
     return sorted(values, key=lambda value: (order.index(value) if value in order else len(order), value))
 
 
+def task_sets(results: Iterable[SampleResult]) -> dict[str, str | None]:
+    """The task sets ``results`` were played on, label to hash (``"unrecorded"``: rows logged
+    before task sets were versioned)."""
+    return dict(sorted({result.task_set or "unrecorded": result.task_set_hash for result in results}.items()))
+
+
 def _group_stats(results: Sequence[SampleResult], env_id: str | None = None) -> dict[str, Any]:
     """The stats of ``results``; with ``env_id``, broken down by that family's metadata keys too."""
     stats = _counts(results)
+    if env_id is not None:  # one task set, unless rows of several were logged (``--resume`` refuses that)
+        played_on = task_sets(results)
+        stats["task_set"] = next(iter(played_on)) if len(played_on) == 1 else sorted(played_on)
+        stats["task_set_hash"] = next(iter(played_on.values())) if len(played_on) == 1 else None
     stats["tasks"] = len({(r.env_id, r.task_id) for r in results})
     stats["pass_at_k"] = _pass_at_k(results)
     stats["verdicts"] = dict(sorted(Counter(r.verdict.value for r in results).items()))
@@ -106,13 +116,14 @@ def _group_stats(results: Sequence[SampleResult], env_id: str | None = None) -> 
 def summarize(results: Iterable[SampleResult], config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of logged samples: accuracy (correct / scored, scoring errors and failed
     samples excluded), pass@k, verdict counts, token usage and metadata breakdowns, per env
-    and overall."""
+    and overall, with the task set (label and hash) each env's samples were played on."""
     ordered = sorted(results, key=lambda r: r.key)
     by_env: dict[str, list[SampleResult]] = {}
     for result in ordered:
         by_env.setdefault(result.env_id, []).append(result)
     return {
         "config": dict(config or {}),
+        "task_sets": task_sets(ordered),
         "envs": {env_id: _group_stats(members, env_id) for env_id, members in by_env.items()},
         "overall": _group_stats(ordered),
     }

@@ -10,7 +10,7 @@ A scoring error (``info["scoring_error"]``: the harness failed, not the model) i
 wrong answer. ``Episode.step`` first replays the episode's actions on a fresh reset (a new
 container) up to ``retries`` times; when the harness still fails it raises ``ScoringError``,
 and each framework adapter turns that into what its framework can keep apart (see the
-README's per-framework sections).
+per-framework sections of docs/integrations.md).
 
 Where episodes run is one switch: ``remote=URL`` (a ``gym-sysmath serve`` server; ``token=`` or
 ``GYM_SYSMATH_SERVE_TOKEN``) makes ``make_env`` / ``make_async_env`` return the served env in
@@ -158,7 +158,7 @@ class TaskRef:
     max_turns: int | None = None
     #: The ``gym.make`` arguments the row was made with (filters, difficulty...), ``RUNTIME_KWARGS`` left out.
     env_kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    #: ``families.task_set`` of the install that made the row; ``None``: not checked.
+    #: The label of the task set the row was made on (``csapp@1``, ``families.task_set``); ``None``: not checked.
     task_set: str | None = None
 
     def to_json(self) -> str:
@@ -189,21 +189,25 @@ class TaskRef:
             return
         from gym_sysmath.env import core_env
         from gym_sysmath.families import family_of, task_set
+        from gym_sysmath.task_sets import SEPARATOR, how_to_get
 
         url = _remote_url(env)
         if url is None:
             installed, where = task_set(core_env(env).family), "this install has"
         else:  # the server's install grades: its task set is the one that must match
             row = family_of(self.env_id)
-            family = row.name if row is not None else self.task_set.rsplit("-", 1)[0]
+            family = row.name if row is not None else self.task_set.partition(SEPARATOR)[0]
             served = served_task_sets(url)
             if served.get(family) != self.task_set:  # read again: the server may have been restarted
                 served = served_task_sets(url, refresh=True)
             installed, where = served.get(family, "none of it"), f"the gym-sysmath server at {url} serves"
         if installed != self.task_set:
+            family, _, version = self.task_set.partition(SEPARATOR)
+            where_else = f" ({how_to_get(family, int(version))})" if version.isdigit() and url is None else ""
             raise ValueError(f"{self.env_id} task {self.task_id!r} was exported from task set {self.task_set}, "
                              f"{where} {installed}: its prompt or key may differ there, so it is not graded. "
-                             f"Export the dataset again with the install that grades (`gym-sysmath export`)")
+                             f"Export the dataset again with the install that grades (`gym-sysmath export`), "
+                             f"or grade it with the install that has {self.task_set}{where_else}")
 
     def reset(self, env: gym.Env) -> tuple[str, dict[str, Any]]:
         """Reset ``env`` to this task: eval tasks by id, train draws by seed (checked against the id)."""

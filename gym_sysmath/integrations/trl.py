@@ -589,7 +589,8 @@ def build_dataset(env_id: str, *, split: str = "eval", n: int | None = None, see
     ``SysmathReward``. Each row records what grading needs besides: ``max_turns`` (the turns its
     prompt offers), ``env_kwargs`` (JSON text:
     the arguments above less how the env runs, ``episodes.RUNTIME_KWARGS``) and ``task_set``
-    (``families.task_set``: another install's task set refuses the row rather than mis-grade it).
+    (``families.task_set``, the versioned label ``csapp@1``: an install with another task set
+    refuses the row rather than mis-grade it).
     """
     import gym_sysmath  # noqa: F401  (registers the ids)
     from gym_sysmath.families import task_set as installed_task_set

@@ -385,7 +385,8 @@ async def _refuse(scope: Mapping[str, Any], send: Callable[..., Any], status: in
 
 def health(board: _Board, server: Any) -> dict[str, Any]:
     """``/health``: OpenEnv's ``status`` plus the capacity a router or an operator reads."""
-    from gym_sysmath.families import family_of, task_set
+    from gym_sysmath.families import family_of
+    from gym_sysmath.task_sets import installed
 
     stats = board.sandbox.stats() if board.sandbox is not None else None
     served = board.settings.served_ids()
@@ -403,7 +404,8 @@ def health(board: _Board, server: Any) -> dict[str, Any]:
             "backend": board.settings.sandbox, "leased": stats.leased_now, "reserve": stats.clean_now,
             "starting": stats.starting_now, "queued": stats.waiting_now, "warm_target": board.settings.warm},
         "env_ids": list(served),
-        "task_sets": {name: task_set(name) for name in families},
+        "task_sets": {name: installed(name).label for name in families},  # what a dataset row's task_set must be
+        "task_set_hashes": {name: installed(name).hash for name in families},
         "idle_timeout_s": board.settings.idle_timeout_s,
     }
 
