@@ -1,7 +1,8 @@
 """Batched stepping: n envs of one family whose sandbox jobs run concurrently on one pool.
 
-Registered as each id's ``vector_entry_point``, so
-``gym.make_vec(id, n, vectorization_mode="vector_entry_point")`` returns this. Unlike
+Every registered id's ``vector_entry_point`` (``gym_sysmath.vector:<id>``, read by this module's
+``__getattr__``) is ``make_vector(id, ...)``, so
+``gym.make_vec(id, n, vectorization_mode="vector_entry_point")`` returns this for every family. Unlike
 ``SyncVectorEnv`` (one job at a time) or ``AsyncVectorEnv`` (a process, and a pool, per env),
 the n envs live in this process, share one warm pool, and step in threads: the host only
 waits on sockets while the containers work.
@@ -13,7 +14,7 @@ import contextlib
 import functools
 import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -287,23 +288,23 @@ def async_vector(env_id: str, num_envs: int, **kwargs: Any) -> SysmathAsyncVecto
     return SysmathAsyncVectorEnv([functools.partial(gym.make, env_id, **kwargs)] * num_envs)
 
 
-def _vector(entry_point: str, num_envs: int, kwargs: dict[str, Any]) -> SysmathVectorEnv:
-    return SysmathVectorEnv(entry_point, num_envs=num_envs, **kwargs)
+def make_vector(env_id: str, num_envs: int = 1, **kwargs: Any) -> SysmathVectorEnv:
+    """``num_envs`` envs of the registered ``env_id`` (its spec's kwargs, then ``kwargs``) batched
+    in this process: what ``gym.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point")``
+    returns, for every family alike."""
+    spec = gym.spec(env_id)
+    if not isinstance(spec.entry_point, str):  # every family row names its class as "module:Class"
+        raise TypeError(f"{env_id} is not a gym-sysmath id: its entry point is {spec.entry_point!r}")
+    return SysmathVectorEnv(spec.entry_point, num_envs=num_envs, **{**spec.kwargs, **kwargs})
 
 
-# The registered ``vector_entry_point``s are module-level functions named by strings, so an id's
-# spec pickles and ``spec.to_json()`` works (a closure would be neither importable nor JSON).
+def __getattr__(name: str) -> Callable[..., SysmathVectorEnv]:
+    """``gym_sysmath.vector:<env id>``, the ``vector_entry_point`` the family registry gives every
+    id: ``make_vector`` for that id. Gymnasium calls a vector entry point with ``num_envs`` and
+    kwargs only, never the id, and loads a string one with ``getattr``; a string (not a closure)
+    keeps each spec picklable and JSON-serialisable."""
+    from gym_sysmath.families import family_of
 
-def csapp_vector(num_envs: int = 1, **kwargs: Any) -> SysmathVectorEnv:
-    """``vector_entry_point`` of CsappExact-v0."""
-    return _vector("gym_sysmath.envs.csapp:CsappExactEnv", num_envs, kwargs)
-
-
-def linalg_vector(num_envs: int = 1, **kwargs: Any) -> SysmathVectorEnv:
-    """``vector_entry_point`` of LinearAlgebra-v0."""
-    return _vector("gym_sysmath.envs.linalg:LinearAlgebraEnv", num_envs, kwargs)
-
-
-def compgeom_vector(num_envs: int = 1, **kwargs: Any) -> SysmathVectorEnv:
-    """``vector_entry_point`` of CompGeom-v0 and its per-language ids (their spec kwargs pick the language)."""
-    return _vector("gym_sysmath.envs.compgeom:CompGeomEnv", num_envs, kwargs)
+    if family_of(name) is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r} (nor a registered gym-sysmath id)")
+    return functools.partial(make_vector, name)

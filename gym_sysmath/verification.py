@@ -1,28 +1,30 @@
-"""What ``gym-sysmath verify <family>`` runs for the built-in families: each re-checks its task
-keys independently of how they were built. A family's registry row names its function here (or
-anywhere); each takes the ``verify`` command's namespace (``sandbox``, ``primitive``) and returns
-the exit code."""
+"""What ``gym-sysmath verify <family>`` runs: each re-checks a family's task keys independently of
+how they were built. A registry row's ``verifier`` is ``build_verify`` unless it names another
+function (here or anywhere); each takes the ``verify`` command's namespace (``family``,
+``sandbox``, ``primitive``) and returns the exit code."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 
 
-def build_main(module: str, args: argparse.Namespace) -> int:
-    """A family whose ``build`` module's ``--verify`` is its whole check."""
+def build_verify(args: argparse.Namespace) -> int:
+    """The default verifier: the family's task folder's ``build.py --verify``
+    (``gym_sysmath.tasks.<family>.build``), which rebuilds every key by an independent route."""
     if args.primitive:
         raise SystemExit(f"--primitive applies to compgeom only, not {args.family}")
+    module = f"gym_sysmath.tasks.{args.family}.build"
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # no gym_sysmath.tasks.<family> package at all
+        found = False
+    if not found:
+        raise SystemExit(f"family {args.family!r} has no {module} (tasks/{args.family}/build.py with main(argv)); "
+                         "give its registry row a verifier='module:function'")
     return int(importlib.import_module(module).main(["--verify"]))
-
-
-def csapp(args: argparse.Namespace) -> int:
-    return build_main("gym_sysmath.tasks.csapp.build", args)
-
-
-def linalg(args: argparse.Namespace) -> int:
-    return build_main("gym_sysmath.tasks.linalg.build", args)
 
 
 def compgeom(args: argparse.Namespace) -> int:
@@ -36,7 +38,7 @@ def compgeom(args: argparse.Namespace) -> int:
 
         if not args.primitive:
             return int(importlib.import_module("gym_sysmath.tasks.compgeom.build").main(["--verify"]))
-        report = tasks.verify(run_local, primitives=primitives, max_workers=os.cpu_count() or 1)
+        report = tasks.check_fixtures(run_local, primitives=primitives, max_workers=os.cpu_count() or 1)
     else:
         from gym_sysmath.envs.compgeom import sandbox_runner
         from gym_sysmath.sandbox import Sandbox
@@ -44,7 +46,7 @@ def compgeom(args: argparse.Namespace) -> int:
 
         sandbox = Sandbox(args.sandbox)
         try:
-            report = tasks.verify(sandbox_runner(sandbox), primitives=primitives,
+            report = tasks.check_fixtures(sandbox_runner(sandbox), primitives=primitives,
                                   max_workers=sandbox.pool_size or default_pool_size())
         finally:
             sandbox.close()

@@ -13,6 +13,21 @@ import pytest
 from gym_sysmath.sandbox import Sandbox, SandboxUnavailableError
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+#: ``module:ROW`` names of family rows (space-separated) registered before collection, so every
+#: test parametrized over the registry runs on them too: ``tests/test_family_plugin.py`` runs the
+#: generic tests so on its example family, and a plug-in's author can do the same.
+EXTRA_FAMILIES = os.environ.get("GYM_SYSMATH_TEST_FAMILIES", "").split()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if EXTRA_FAMILIES:
+        import importlib
+
+        from gym_sysmath.families import register_family
+
+        for name in EXTRA_FAMILIES:
+            module, _, attribute = name.partition(":")
+            register_family(getattr(importlib.import_module(module), attribute))
 
 
 def docker_or_skip() -> None:
@@ -29,6 +44,17 @@ def docker_or_skip() -> None:
 @pytest.fixture(scope="session")
 def docker_available() -> None:
     docker_or_skip()
+
+
+@pytest.fixture(scope="session")
+def instruction_counter(docker_available) -> None:
+    """The image's performance variant (cachegrind), which counted runs need. Skipped without
+    it, in CI too: CI builds the default image only (docs/sandbox-image.md)."""
+    from gym_sysmath.sandbox import daemon
+
+    if not daemon.image_status(daemon.docker_client(timeout=10), daemon.PERFORMANCE_IMAGE).current:
+        pytest.skip("the sandbox image's performance variant (the instruction counter) is not built: "
+                    "`gym-sysmath sandbox build --with-performance`")
 
 
 @pytest.fixture(scope="session")

@@ -1,22 +1,29 @@
 """The family plug-in, proved by the shortest family there is: a parity question, its env class
 and one registry row, defined here and run through the generic code (gym.make, reset/step, the
-eval summary, `gym-sysmath verify` and `list`) with no edit anywhere else. docs/adding-a-family.md
+batched vector env, the eval summary, `gym-sysmath verify` and `list`) with no edit anywhere
+else, then through the same generic tests every built-in family gets. docs/adding-a-family.md
 walks through the same steps."""
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import pytest
+from gymnasium.envs.registration import load_env_creator
 
 import gym_sysmath
 from gym_sysmath.actions import Reply
 from gym_sysmath.cli import main
-from gym_sysmath.env import SysmathEnv, Task
+from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.evaluation import evaluate
 from gym_sysmath.families import (
     EnvId,
@@ -30,7 +37,10 @@ from gym_sysmath.families import (
     register_family,
     unregister_family,
 )
+from gym_sysmath.vector import SysmathVectorEnv
 from gym_sysmath.verdicts import Grade, Verdict
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------- the example family: its tasks ...
 
@@ -44,20 +54,54 @@ def parity_key(n: int) -> str:
 # ... its env module ...
 
 class ParityEnv(SysmathEnv):
-    """Parity-v0: is n even or odd? Answer ``ANSWER: even`` or ``ANSWER: odd``."""
+    """Is n even or odd? Answered on a final `ANSWER:` line.
+
+    ## Description
+    Four fixed numbers; the key is `n % 2`, computed, never typed.
+
+    ## Action Space
+    `Text`: a reply with a line `ANSWER: even` or `ANSWER: odd`.
+
+    ## Observation Space
+    `Text`: the question.
+
+    ## Rewards
+    1.0 for the right word, else 0.0.
+
+    ## Starting State
+    `reset(seed=..., options=...)`: `options` may carry `task_id`. The train split draws from the
+    same four numbers.
+
+    ## Episode End
+    Terminated after a final reply; a code block before the last turn runs nothing.
+
+    ## Arguments
+    | name | type | default | meaning |
+    | --- | --- | --- | --- |
+    | `split` | `str` | `"eval"` | `"eval"` or `"train"` |
+    | `max_turns` | `Optional[int]` | `1` | replies per episode |
+    | `sandbox` | `str` | `"docker"` | unused: nothing runs |
+    | `pool_size` | `Optional[int]` | `None` | unused |
+    | `limits` | `Optional[Limits]` | `None` | unused |
+    | `render_mode` | `Optional[str]` | `None` | `"ansi"`: the transcript as text |
+    | `code_via` | `str` | `"fence"` | `"tool"`: every reply is final |
+
+    ## Version History
+    - v0: four numbers.
+    """
 
     family = "parity"
 
     def _needs_sandbox(self) -> bool:
         return False
 
-    @property
-    def task_ids(self) -> tuple[str, ...]:
+    def _eval_ids(self) -> tuple[str, ...]:
         return tuple(PARITY_TASKS)
 
     def _select_task(self, options: Mapping[str, Any]) -> Task:
-        task_id = options.get("task_id") or self._choose(self.task_ids)
-        n = self._lookup(PARITY_TASKS, task_id)
+        # both splits draw from the eval tasks (a family with a generator draws fresh ones on "train")
+        task_id = self._eval_task_for_reset(options, self._reset_filters(options))
+        n = PARITY_TASKS[task_id]
         return Task(task_id, self.family, f"Is {n} even or odd?", parity_key(n),
                     {"magnitude": "small" if n < 10 else "large", "split": self.split})
 
@@ -69,6 +113,9 @@ class ParityEnv(SysmathEnv):
         return Grade(Verdict.CORRECT if found[-1] == self.task.answer else Verdict.WRONG_ANSWER)
 
     _grade_last_turn = _grade_final
+
+    def _tool_turn(self, reply: Reply) -> ToolTurn:
+        return ToolTurn(f"[parity runs no code; reply with an ANSWER line; turn {self.turn} of {self.max_turns}]")
 
     def reference_action(self) -> str:
         assert self.task is not None
@@ -119,6 +166,17 @@ def test_a_registered_family_makes_resets_steps_and_is_listed(parity_family, cap
     assert re.search(r"^Parity-v0\s+parity\s+4$", capsys.readouterr().out, re.M)
 
 
+def test_a_registered_family_gets_the_batched_vector_env(parity_family):
+    envs = gym.make_vec("ParityBig-v0", num_envs=2, vectorization_mode="vector_entry_point")
+    try:
+        assert isinstance(envs, SysmathVectorEnv) and [env.max_turns for env in envs.envs] == [2, 2]
+        envs.reset(seed=[0, 1])
+        _, rewards, terminated, _, _ = envs.step([env.reference_action() for env in envs.envs])
+        assert list(rewards) == [1.0, 1.0] and terminated.all()
+    finally:
+        envs.close()
+
+
 def test_the_eval_summary_breaks_a_new_family_down_by_its_own_keys(parity_family):
     run = evaluate(["Parity-v0"], "reference", progress=False, plot=False)
     stats = run.summary["envs"]["Parity-v0"]
@@ -159,13 +217,68 @@ def test_a_plugin_cannot_take_a_built_in_name_or_id():
     assert family_of("CsappExact-v0").name == "csapp"
 
 
+def check_row(row: Family) -> None:
+    """What a registry row promises, read back: its class (a ``SysmathEnv`` whose ``family`` is the
+    row's name), its verifier, its breakdown orders, and the keys its resets report."""
+    env_class = load_env_creator(row.entry_point)
+    assert isinstance(env_class, type) and issubclass(env_class, SysmathEnv), row.entry_point
+    assert env_class.family == row.name, f"{row.entry_point}.family is {env_class.family!r}, the row says {row.name!r}"
+    module, _, function = row.verifier.partition(":")
+    assert callable(getattr(importlib.import_module(module), function)), row.verifier
+    if row.verifier == "gym_sysmath.verification:build_verify":
+        assert callable(importlib.import_module(f"gym_sysmath.tasks.{row.name}.build").main)
+    assert set(row.breakdown_order) <= set(row.breakdown_keys)
+    for key in row.breakdown_order:
+        assert isinstance(breakdown_order(row.primary_id, key), tuple)
+    env = gym.make(row.primary_id, sandbox="process")
+    try:
+        _, info = env.reset(seed=0)
+        assert set(row.breakdown_keys) <= set(info), f"{row.primary_id}: a breakdown key its reset info lacks"
+    finally:
+        env.close()
+
+
+@pytest.mark.filterwarnings("ignore:sandbox='process'")  # a reset runs no code
+@pytest.mark.parametrize("row", families(), ids=lambda row: row.name)
+def test_every_row_names_a_class_a_verifier_and_keys_that_exist(row):
+    check_row(row)
+
+
+def test_the_example_row_names_a_class_a_verifier_and_keys_that_exist(parity_family):
+    check_row(parity_family)
+
+
+#: The generic test files: each runs its checks on every registered id or family (a module-level
+#: ``parametrize`` over ``all_ids()``, ``primary_ids()`` or ``families()``).
+GENERIC_TESTS = ("test_env_contract.py", "test_env_api.py", "test_listing_without_docker.py",
+                 "test_filters_everywhere.py", "test_eval_cli.py", "test_packaging.py", "test_vector.py")
+
+
+@pytest.mark.slow
+def test_the_generic_tests_pass_on_the_example_family(tmp_path):
+    """The generic files, collected with the example row registered (tests/conftest.py reads
+    GYM_SYSMATH_TEST_FAMILIES), run every case that names it; all pass (the Docker ones skip
+    without a daemon), and every file has such a case."""
+    report = tmp_path / "report.xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "parity", f"--junitxml={report}",
+         *(f"tests/{name}" for name in GENERIC_TESTS)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "GYM_SYSMATH_TEST_FAMILIES": f"{__name__}:PARITY"})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    cases = ElementTree.parse(report).getroot().iter("testcase")
+    ran = {case.get("classname", "").rpartition(".")[2] + ".py" for case in cases}
+    assert ran == set(GENERIC_TESTS), f"no case on the example family in {set(GENERIC_TESTS) - ran}"
+
+
 def test_built_in_ids_and_breakdowns_are_unchanged():
-    assert gym_sysmath.env_ids() == ("CsappExact-v0", "LinearAlgebra-v0", "CompGeom-v0", "CompGeomCpp-v0",
-                                     "CompGeomRust-v0", "CompGeomPython-v0")
-    assert primary_ids() == ("CsappExact-v0", "LinearAlgebra-v0", "CompGeom-v0")
+    """The design card's ids and breakdowns stay as they are; a new family only adds after them."""
+    assert gym_sysmath.env_ids()[:6] == ("CsappExact-v0", "LinearAlgebra-v0", "CompGeom-v0", "CompGeomCpp-v0",
+                                         "CompGeomRust-v0", "CompGeomPython-v0")
+    assert primary_ids()[:3] == ("CsappExact-v0", "LinearAlgebra-v0", "CompGeom-v0")
     assert breakdown_keys("CsappExact-v0") == ("category", "difficulty")
     assert breakdown_keys("CompGeomRust-v0") == ("language",)
-    assert breakdown_keys("Unregistered-v0") == ("category", "difficulty", "topic", "language")
+    assert breakdown_keys("Unregistered-v0")[:4] == ("category", "difficulty", "topic", "language")
     from gym_sysmath.tasks.csapp.difficulty import LEVELS
     from gym_sysmath.tasks.linalg import LEVELS as LINALG_LEVELS
 
@@ -175,9 +288,16 @@ def test_built_in_ids_and_breakdowns_are_unchanged():
     assert breakdown_order("CompGeom-v0", "language") == breakdown_order("CsappExact-v0", "category") == ()
 
 
-def test_the_readme_id_table_lists_every_registered_family_and_id():
-    """The README's id table is read against the registry: one row per family, aliases in it."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def test_the_readme_id_table_agrees_with_the_registry():
+    """Each row of the README's id table is one registered family's ids, aliases included, in
+    registry order, and the design card's three families are listed. A family added since may
+    be missing (``gym-sysmath list`` shows every id); a wrong or stale row fails."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     rows = [line for line in readme.splitlines() if line.startswith("| `") and "-v0`" in line.split("|")[1]]
-    listed = [re.findall(r"`([A-Za-z]+-v\d+)`", row.split("|")[1]) for row in rows[:len(families())]]
-    assert listed == [[entry.env_id for entry in row.ids] for row in families()]
+    listed = [re.findall(r"`([A-Za-z]+-v\d+)`", row.split("|")[1]) for row in rows]
+    owners = [family_of(ids[0]) for ids in listed]
+    assert None not in owners, f"the README lists ids no family registers: {listed}"
+    assert listed == [[entry.env_id for entry in row.ids] for row in owners]
+    order = [row.name for row in families()]
+    names = [row.name for row in owners]
+    assert names == sorted(names, key=order.index) and {"csapp", "linalg", "compgeom"} <= set(names)

@@ -1,4 +1,5 @@
-"""The batched vector env: one shared warm pool, concurrent sandbox jobs, next-step autoreset."""
+"""The batched vector env: every registered id's ``vector_entry_point``, one shared warm pool,
+concurrent sandbox jobs, next-step autoreset."""
 
 from __future__ import annotations
 
@@ -7,9 +8,35 @@ import time
 import gymnasium as gym
 import pytest
 
-from gym_sysmath.vector import SysmathVectorEnv
+import gym_sysmath
+from gym_sysmath.vector import SysmathVectorEnv, make_vector
 
-pytestmark = pytest.mark.docker
+
+@pytest.mark.filterwarnings("ignore:sandbox='process'")  # resets run no code
+@pytest.mark.parametrize("env_id", gym_sysmath.env_ids())
+def test_every_id_vectorizes_through_the_one_generic_factory(env_id):
+    """No family names a factory: ``gym_sysmath.vector:<id>`` is ``make_vector(id)``, with the id's own kwargs."""
+    spec = gym.spec(env_id)
+    assert spec.vector_entry_point == f"gym_sysmath.vector:{env_id}"
+    envs = gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point", sandbox="process")
+    single = gym.make(env_id, sandbox="process")
+    try:
+        assert isinstance(envs, SysmathVectorEnv)
+        core = single.unwrapped
+        assert all((env.task_ids, env.max_turns) == (core.task_ids, core.max_turns) for env in envs.envs)
+        observations, _ = envs.reset(seed=[5, 6])
+        assert observations == (single.reset(seed=5)[0], single.reset(seed=6)[0])
+    finally:
+        envs.close()
+        single.close()
+    direct = make_vector(env_id, 1, sandbox="process")
+    assert type(direct.envs[0]) is type(single.unwrapped)
+    direct.close()
+
+
+def test_an_id_no_family_registers_has_no_vector_entry_point():
+    with pytest.raises(AttributeError, match="nor a registered gym-sysmath id"):
+        gym_sysmath.vector.__getattr__("CartPole-v1")
 
 
 @pytest.fixture
@@ -19,11 +46,13 @@ def vector(docker_available):
     envs.close()
 
 
+@pytest.mark.docker
 def test_vector_entry_point_is_the_batched_env_with_one_shared_pool(vector):
     assert isinstance(vector, SysmathVectorEnv)
     assert vector.envs[0].sandbox is vector.envs[1].sandbox
 
 
+@pytest.mark.docker
 def test_observations_match_single_envs(vector):
     observations, infos = vector.reset(seed=[4, 9])
     single = gym.make("CsappExact-v0")
@@ -34,6 +63,7 @@ def test_observations_match_single_envs(vector):
         single.close()
 
 
+@pytest.mark.docker
 def test_sandbox_jobs_run_concurrently(vector):
     vector.reset(seed=0)
     vector.step(["```python\nprint(0)\n```"] * 2)  # warm both workers
@@ -44,6 +74,7 @@ def test_sandbox_jobs_run_concurrently(vector):
     assert elapsed < 1.8, f"two 1 s jobs took {elapsed:.2f} s: they ran one after the other"
 
 
+@pytest.mark.docker
 def test_finished_env_resets_on_the_next_step(vector):
     vector.reset(seed=0)
     reference = vector.envs[0].reference_action()
