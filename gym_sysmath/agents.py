@@ -8,11 +8,12 @@ Built-in agents, by their ``--agent`` spec:
 
 - ``reference``: the env's own reference action (host-side); must score 100%.
 - ``random``: seeded random text from the action space; the noise floor.
-- ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint over plain HTTP; the
-  prompt and every later observation are user messages, its replies the assistant's. Each
-  turn's reply record (the sampling fields sent, response id and model, ``finish_reason``,
-  token ``usage``, latency, the wait for a request slot, attempts and each retry) is logged
-  beside the action. An over-long conversation ends the episode (``ContextOverflow``).
+- ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint, through the ``openai``
+  package (the ``[openai]`` extra); the prompt and every later observation are user messages,
+  its replies the assistant's. Each turn's reply record (the sampling fields sent, response id
+  and model, ``finish_reason``, token ``usage``, latency, the wait for a request slot,
+  attempts and each retry) is logged beside the action. An over-long conversation ends the
+  episode (``ContextOverflow``).
 - ``python:MODULE:FUNCTION``: your callable ``(observation, history, info) -> str``, where
   ``history`` is the chat so far before ``observation`` (``{"role", "content"}`` dicts:
   ``user`` for what the env said, ``assistant`` for your earlier actions) and ``info`` the
@@ -32,29 +33,32 @@ Each agent's ``fingerprint()`` is what determines its actions (never an API key)
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import hashlib
 import importlib
 import io
+import itertools
 import json
 import os
 import re
-import socket
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from gym_sysmath.env import core_env
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletion
+
+    from gym_sysmath.chat_client import AttemptWatchingClient
 
 KINDS = ("reference", "random", "openai", "python", "responses")
 KINDS_WITH_ARGUMENT = ("python", "responses")
@@ -81,7 +85,7 @@ class Turn:
 
 
 @dataclass(frozen=True)
-class Reply:
+class AgentReply:
     """One action and, when the agent has one, the record of how it was made (an endpoint's
     response id, model, finish reason, token usage, latency): logged per turn."""
 
@@ -98,9 +102,9 @@ class Agent:
     def act(self, turn: Turn) -> str:
         raise NotImplementedError
 
-    def reply(self, turn: Turn) -> Reply:
+    def reply(self, turn: Turn) -> AgentReply:
         """The action with its record; by default ``act``'s text and no record."""
-        return Reply(self.act(turn))
+        return AgentReply(self.act(turn))
 
     def samples(self, env_id: str, task_ids: Sequence[str]) -> list[tuple[str, int]] | None:
         """The (task_id, rollout) pairs this agent answers, when it decides them (or None)."""
@@ -162,33 +166,6 @@ class ContextOverflow(AgentError):
 #: tokens"), others ("prompt is too long", "too many tokens").
 CONTEXT_OVERFLOW = re.compile(r"context[ _](length|size|window)|maximum context|exceeds? the .{0,30}context"
                               r"|prompt is too long|too many tokens|must have less than \d+ tokens", re.IGNORECASE)
-#: Statuses worth another attempt (as openai-python retries them): timeout, conflict, rate limit, server errors.
-RETRYABLE_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
-
-
-def retry_after_s(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """The wait a server asked for: ``retry-after-ms``, or ``Retry-After`` in seconds or as
-    an HTTP date; None when it asked for none (or for something unreadable)."""
-    if not headers:
-        return None
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds:
-        try:
-            return max(float(milliseconds) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
 class RequestLimiter:
@@ -219,41 +196,36 @@ class RequestLimiter:
             self._slots.release()
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is an error, never followed: urllib would carry the Authorization header to
-    wherever the ``Location`` points."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise urllib.error.HTTPError(req.full_url, code, f"redirect to {newurl} refused (not followed, so the "
-                                     "API key goes nowhere else; use the final URL as --base-url)", headers, fp)
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-_LIMITERS_LOCK = threading.Lock()
+_LAZY_LOCK = threading.Lock()
+#: What an agent makes on first use in each process, never pickled: its request limiter, the
+#: table of shared first-turn requests, its openai client and the httpx client under it.
+_PER_PROCESS = ("_limiter", "_shared", "_chat")
 
 
 @dataclass(frozen=True)
 class OpenAIAgent(Agent):
-    """A chat model behind any OpenAI-compatible endpoint, spoken to with ``urllib``.
+    """A chat model behind any OpenAI-compatible endpoint, spoken to through ``openai.OpenAI``.
 
-    The key: ``api_key_env`` names the variable it is read from at each request (so a Ray
+    The client does the HTTP: ``timeout_s`` per attempt (``connect_timeout_s`` to connect) and
+    ``retries`` more attempts on a refused or dropped connection, a timeout, HTTP 408, 409, 429
+    or 5xx (unless the server says ``x-should-retry: false``), waiting what ``Retry-After``
+    asks, up to openai-python's cap (a longer ask is never waited), or its own backoff.
+    What the eval adds: each turn's record (``reply``), the request limits, one request shared
+    by a block of rollouts (``choices_per_request``), and the key kept to its host.
+
+    The key: ``api_key_env`` names the variable it is read from before each attempt (so a Ray
     worker reads its own). Left unset, ``OPENAI_API_KEY`` is read for OpenAI's own URL only:
-    a key meant for OpenAI is never sent to another host unless asked for by name.
-    Redirects are refused, not followed. Sampling arguments left at ``None`` are not sent, so
-    the server's defaults apply; ``send_seed`` sends each sample's seed (the run's ``--seed``
-    decides it) as the request's ``seed``.
+    a key meant for OpenAI is never sent to another host unless asked for by name, and no
+    redirect is followed. Sampling arguments left at ``None`` are not sent, so the server's
+    defaults apply; ``send_seed`` sends each sample's seed (the run's ``--seed`` decides it)
+    as the request's ``seed``.
 
     Limits: ``max_concurrent_requests`` requests in flight per process (default 1: one local
     server, one slot) and, with ``requests_per_minute``, request starts spaced evenly.
 
-    Failing fast: ``check()`` (run by ``make_agent`` before any episode) opens a TCP
-    connection to the endpoint's host within ``connect_timeout_s``, ``retries`` more times
-    ``retry_backoff_s``, ``2 * retry_backoff_s``, ... apart, raises ``AgentError`` naming the
-    URL when none succeeds, then asks ``/models`` which model the server serves (logged in
-    the run's fingerprint). A request is retried the same way on a refused or dropped
-    connection, a timeout (``timeout_s`` per attempt), HTTP 408, 409, 429 or 5xx, waiting what
-    ``Retry-After`` asks when the server says (at most ``retry_max_wait_s``); every retry is
-    recorded in the turn's record.
+    Failing fast: ``check()`` (run by ``make_agent`` before any episode) asks ``/models`` which
+    model the server serves (logged in the run's fingerprint) and raises ``AgentError`` naming
+    the URL when no attempt could connect.
     """
 
     model: str
@@ -269,8 +241,6 @@ class OpenAIAgent(Agent):
     retries: int = 3
     system_prompt: str | None = None
     connect_timeout_s: float = 10.0
-    retry_backoff_s: float = 1.0
-    retry_max_wait_s: float = 60.0
     max_concurrent_requests: int = 1
     requests_per_minute: float | None = None
     #: ``n`` on a first turn: rollouts ``k*n .. k*n+n-1`` of a task share one request, one choice each.
@@ -288,7 +258,14 @@ class OpenAIAgent(Agent):
         OpenAI's own URL, else none."""
         if self.api_key_env:
             return self.api_key_env
-        return "OPENAI_API_KEY" if self.base_url.rstrip("/") == OPENAI_DEFAULT_URL else None
+        return "OPENAI_API_KEY" if self._on_openai else None
+
+    @property
+    def _on_openai(self) -> bool:
+        return self.base_url.rstrip("/") == OPENAI_DEFAULT_URL
+
+    def _api_key(self) -> str:
+        return os.environ.get(self.api_key_variable or "", "")
 
     def fingerprint(self) -> dict[str, Any]:
         """The request's content and the served model: not the key (nor the variable holding
@@ -301,72 +278,89 @@ class OpenAIAgent(Agent):
                 "served_model": None if self.served_model is None else dict(self.served_model)}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {key: value for key, value in self.__dict__.items() if key not in ("_limiter", "_shared")}
+        return {key: value for key, value in self.__dict__.items() if key not in _PER_PROCESS}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
+    def _per_process(self, key: str, make: Callable[[], Any]) -> Any:
+        with _LAZY_LOCK:
+            if key not in self.__dict__:
+                object.__setattr__(self, key, make())
+            return self.__dict__[key]
+
     @property
     def limiter(self) -> RequestLimiter:
-        with _LIMITERS_LOCK:
-            limiter = self.__dict__.get("_limiter")
-            if limiter is None:
-                limiter = RequestLimiter(self.max_concurrent_requests, self.requests_per_minute)
-                object.__setattr__(self, "_limiter", limiter)
-            return limiter
+        return self._per_process("_limiter", lambda: RequestLimiter(self.max_concurrent_requests,
+                                                                    self.requests_per_minute))
+
+    @property
+    def chat(self) -> tuple[openai.OpenAI, AttemptWatchingClient]:
+        """This process's openai client and the httpx client under it, which notes each attempt."""
+        return self._per_process("_chat", self._make_chat)
+
+    def _make_chat(self) -> tuple[openai.OpenAI, AttemptWatchingClient]:
+        try:
+            from gym_sysmath.chat_client import chat_client
+        except ImportError as exc:
+            raise AgentError(f"the openai agent needs the openai package ({exc}): "
+                             "pip install 'gym-sysmath[openai]'") from None
+        return chat_client(self.base_url.rstrip("/"), self._api_key, timeout_s=self.timeout_s,
+                           connect_timeout_s=self.connect_timeout_s, retries=self.retries, openai_host=self._on_openai)
+
+    def _request_options(self) -> dict[str, Any]:
+        """No key, no Authorization header (openai-python asks for one to be left out explicitly)."""
+        import openai
+
+        return {} if self._api_key() else {"extra_headers": {"Authorization": openai.Omit()}}
 
     def check(self) -> None:
         """Fail before any episode when the endpoint cannot serve us: OpenAI's own without a
-        key, or one whose host does not accept a connection (see the class docstring); then
-        record which model it serves."""
-        if self.retries < 0 or self.connect_timeout_s <= 0 or self.timeout_s <= 0 or self.retry_backoff_s < 0 \
-                or self.retry_max_wait_s < 0:
-            raise AgentError("--retries, --retry-backoff and --retry-max-wait must be >= 0, the timeouts > 0")
+        key, a setting out of range, or a host no attempt could connect to; then record which
+        model it serves."""
+        if self.retries < 0 or self.connect_timeout_s <= 0 or self.timeout_s <= 0:
+            raise AgentError("--retries must be >= 0 and the timeouts above 0")
         if self.max_concurrent_requests < 1 or (self.requests_per_minute is not None and self.requests_per_minute <= 0):
             raise AgentError("--model-concurrency must be at least 1 and --rpm above 0")
         if self.choices_per_request is not None and self.choices_per_request < 1:
             raise AgentError("--choices-per-request must be at least 1")
         variable = self.api_key_variable
-        if self.base_url.rstrip("/") == OPENAI_DEFAULT_URL and not os.environ.get(variable or ""):
+        if self._on_openai and not os.environ.get(variable or ""):
             raise AgentError(f"set {variable} (or choose another variable with --api-key-env)")
         parts = urllib.parse.urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise AgentError(f"--base-url must be an http:// or https:// URL, got {self.base_url!r}")
-        address = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
-        error: OSError | None = None
-        for attempt in range(self.retries + 1):
-            try:
-                socket.create_connection(address, timeout=self.connect_timeout_s).close()
-                break
-            except OSError as exc:
-                error = exc
-            if attempt < self.retries:
-                time.sleep(self._backoff(attempt))
-        else:
-            raise AgentError(f"cannot connect to {self.base_url} ({error or 'timed out'}; {self.retries + 1} "
-                             f"attempt(s), {self.connect_timeout_s:g} s each): is the server running? "
-                             "(--connect-timeout, --retries, --retry-backoff set this policy)")
         object.__setattr__(self, "served_model", self._served_model())
 
     def _served_model(self) -> dict[str, Any]:
         """This model's entry in the server's ``/models`` (its id and, where the server gives
         them, owner and metadata, never the volatile ``created``): the one named like the
         request's model, else the only one served; ``{"listed": [...]}`` otherwise, and
-        ``{"error": ...}`` when the server has no such list."""
-        request = urllib.request.Request(f"{self.base_url.rstrip('/')}/models", headers=self._headers(), method="GET")
-        try:
-            with _OPENER.open(request, timeout=self.connect_timeout_s + 20) as response:
-                entries = [entry for entry in json.loads(response.read()).get("data") or [] if isinstance(entry, dict)]
-        except (urllib.error.URLError, OSError, ValueError, AttributeError) as exc:
-            return {"error": f"{request.full_url}: {exc}"[:300]}
+        ``{"error": ...}`` when the server has no such list. ``AgentError`` when no attempt
+        could connect."""
+        client, http = self.chat  # first: a clear error when openai is not installed
+        import httpx
+        import openai
+
+        with http.watch() as attempts:
+            try:
+                page = client.models.list(timeout=httpx.Timeout(self.connect_timeout_s + 20,
+                                                                connect=self.connect_timeout_s),
+                                          **self._request_options())
+            except openai.APIConnectionError as exc:
+                if isinstance(exc.__cause__, httpx.ConnectError | httpx.ConnectTimeout):
+                    raise AgentError(f"cannot connect to {self.base_url} ({exc.__cause__ or 'timed out'}; "
+                                     f"{len(attempts)} attempt(s), {self.connect_timeout_s:g} s each): is the server "
+                                     "running? (--connect-timeout and --retries set this policy)") from None
+                return {"error": attempts[-1]["outcome"][:300] if attempts else str(exc)[:300]}
+            except openai.APIStatusError as exc:  # worded as before openai-python, so fingerprints still match
+                return {"error": f"{exc.request.url}: HTTP Error {exc.status_code}: {exc.response.reason_phrase}"}
+        entries = [entry.model_dump(exclude_unset=True) for entry in page.data or []]
         named = [entry for entry in entries if entry.get("id") == self.model]
         chosen = named or (entries if len(entries) == 1 else [])
         if not chosen:
             return {"listed": sorted(str(entry.get("id")) for entry in entries)[:20]}
         return {key: value for key, value in chosen[0].items() if key in ("id", "owned_by", "meta", "root")}
-
-    def _backoff(self, attempt: int) -> float:
-        return min(self.retry_backoff_s * 2.0**attempt, 30.0)
 
     def sampling(self, turn: Turn) -> dict[str, Any]:
         """The request's fields other than the model and messages: what the turn's record keeps."""
@@ -381,42 +375,46 @@ class OpenAIAgent(Agent):
         fields.update(self.extra_body or {})
         return fields
 
-    def request_body(self, turn: Turn) -> dict[str, Any]:
+    def messages(self, turn: Turn) -> list[dict[str, str]]:
         messages = turn.messages()
         if self.system_prompt:
             messages.insert(0, {"role": "system", "content": self.system_prompt})
-        return {"model": self.model, "messages": messages, **self.sampling(turn)}
+        return messages
 
     def act(self, turn: Turn) -> str:
         return self.reply(turn).text
 
-    def reply(self, turn: Turn) -> Reply:
+    def reply(self, turn: Turn) -> AgentReply:
         """The first choice's text with the turn's record: the sampling fields sent, the
         response's id and model, ``finish_reason``, ``usage``, ``latency_s`` (the answering
         attempt), ``wait_s`` (for a request slot), ``attempts`` and each retry's error and wait."""
-        body = self.request_body(turn)
-        shared = self._shared_choice(turn, body) if turn.index == 0 and (self.choices_per_request or 1) > 1 else None
+        messages, sampling = self.messages(turn), self.sampling(turn)
+        shared = (self._shared_choice(turn, messages, sampling)
+                  if turn.index == 0 and (self.choices_per_request or 1) > 1 else None)
         if shared is not None:
             return shared
         with self.limiter.slot() as waited:
-            reply, latency, retries = self._post(body)
-        return self._reply(reply, 0, latency, waited, retries, self.sampling(turn))
+            completion, latency, retries = self._complete(messages, sampling)
+        return self._reply(completion, 0, latency, waited, retries, sampling)
 
-    def _reply(self, reply: Mapping[str, Any], index: int, latency: float, waited: float,
-               retries: list[dict[str, Any]], sampling: Mapping[str, Any]) -> Reply:
-        try:
-            choice = next(c for c in reply["choices"] if c.get("index", 0) == index) if index else reply["choices"][0]
-            content = choice["message"].get("content")
-        except (KeyError, IndexError, TypeError, AttributeError, StopIteration) as exc:
-            raise AgentError(f"unexpected chat-completions reply: {json.dumps(reply)[:300]}") from exc
-        record = {"id": reply.get("id"), "model": reply.get("model"), "finish_reason": choice.get("finish_reason"),
-                  "usage": reply.get("usage"), "latency_s": round(latency, 6), "wait_s": round(waited, 6),
-                  "attempts": len(retries) + 1, "retries": retries, "request": dict(sampling)}
-        if reply.get("system_fingerprint"):
-            record["system_fingerprint"] = reply["system_fingerprint"]
-        return Reply(content or "", record)
+    def _reply(self, completion: ChatCompletion, index: int, latency: float, waited: float,
+               retries: list[dict[str, Any]], sampling: Mapping[str, Any]) -> AgentReply:
+        try:  # openai-python does not validate what a server sends
+            choice = next(c for c in completion.choices if (c.index or 0) == index) if index else completion.choices[0]
+            choice.message.content  # noqa: B018
+        except (AttributeError, TypeError, IndexError, StopIteration):
+            sent = completion.model_dump_json(warnings=False)[:300]
+            raise AgentError(f"unexpected chat-completions reply: {sent}") from None
+        record = {"id": completion.id, "model": completion.model, "finish_reason": choice.finish_reason,
+                  "usage": None if completion.usage is None else completion.usage.model_dump(exclude_unset=True),
+                  "latency_s": round(latency, 6), "wait_s": round(waited, 6), "attempts": len(retries) + 1,
+                  "retries": retries, "request": dict(sampling)}
+        if completion.system_fingerprint:
+            record["system_fingerprint"] = completion.system_fingerprint
+        return AgentReply(choice.message.content or "", record)
 
-    def _shared_choice(self, turn: Turn, body: dict[str, Any]) -> Reply | None:
+    def _shared_choice(self, turn: Turn, messages: list[dict[str, str]],
+                       sampling: dict[str, Any]) -> AgentReply | None:
         """A first turn's reply from the request its block of rollouts shares (``n`` =
         ``choices_per_request``), made by whichever rollout of the block asks first; rollout
         ``r`` takes choice ``r % n``. The request's ``usage`` is recorded on choice 0's turn
@@ -426,9 +424,9 @@ class OpenAIAgent(Agent):
         count = self.choices_per_request or 1
         index = turn.rollout % count
         key = (turn.env_id, turn.task_id, turn.rollout // count,
-               hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest())
-        with _LIMITERS_LOCK:
-            table = self.__dict__.setdefault("_shared", {})
+               hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest())
+        table = self._per_process("_shared", dict)
+        with _LAZY_LOCK:
             entry = table.get(key)
             owner = entry is None
             if owner:
@@ -436,74 +434,69 @@ class OpenAIAgent(Agent):
         if owner:
             try:
                 with self.limiter.slot() as waited:
-                    entry["answer"] = (*self._post({**body, "n": count}), waited)
+                    entry["answer"] = (*self._complete(messages, {**sampling, "n": count}), waited)
             except AgentError:  # each rollout then asks alone, and meets the error itself
                 pass
             finally:
                 entry.setdefault("answer", None)
                 entry["ready"].set()
         entry["ready"].wait()
-        with _LIMITERS_LOCK:
+        with _LAZY_LOCK:
             entry["taken"] += 1
             if entry["taken"] >= count:
                 table.pop(key, None)
         if entry["answer"] is None:
             return None
-        reply, latency, retries, waited = entry["answer"]
-        if not isinstance(reply.get("choices"), list) or not any(
-                isinstance(c, dict) and c.get("index", 0) == index for c in reply["choices"]):
+        completion, latency, retries, waited = entry["answer"]
+        if not any((choice.index or 0) == index for choice in completion.choices or []):
             return None
-        sampling = {**self.sampling(turn), "n": count}
-        answer = self._reply(reply, index, latency, waited if owner else 0.0, retries if owner else [], sampling)
+        answer = self._reply(completion, index, latency, waited if owner else 0.0, retries if owner else [],
+                             {**sampling, "n": count})
         answer.record["choice"] = index  # type: ignore[index]
         if index:
             answer.record.update(usage=None, shared_usage=True)  # type: ignore[union-attr]
         return answer
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_variable or "")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
+    def _complete(self, messages: list[dict[str, str]],
+                  sampling: Mapping[str, Any]) -> tuple[ChatCompletion, float, list[dict[str, Any]]]:
+        """The completion, the answering attempt's latency, and the retries before it (each:
+        what went wrong, the seconds waited after it, the ``Retry-After`` the server sent)."""
+        client, http = self.chat
+        import openai
+        from openai.types.chat import ChatCompletion
 
-    def _post(self, body: dict[str, Any]) -> tuple[dict[str, Any], float, list[dict[str, Any]]]:
-        """The decoded reply, the answering attempt's latency, and the retries before it
-        (each: the error and the seconds waited after it)."""
-        request = urllib.request.Request(f"{self.base_url.rstrip('/')}/chat/completions",
-                                         data=json.dumps(body).encode(), headers=self._headers(), method="POST")
-        retries: list[dict[str, Any]] = []
-        for attempt in range(self.retries + 1):
-            started = time.perf_counter()
-            asked: float | None = None
+        with http.watch() as attempts:
             try:
-                with _OPENER.open(request, timeout=self.timeout_s) as response:
-                    data = response.read()
-                latency = time.perf_counter() - started
-                try:
-                    return json.loads(data), latency, retries
-                except json.JSONDecodeError as exc:
-                    raise AgentError(f"{request.full_url} did not answer JSON: {exc}") from None
-            except urllib.error.HTTPError as exc:
-                detail = exc.read()[:600].decode(errors="replace") if exc.fp else ""
-                message = f"HTTP {exc.code} from {request.full_url}: {detail or exc.reason}"
-                if exc.code in (400, 413, 422) and CONTEXT_OVERFLOW.search(detail):
-                    raise ContextOverflow(message) from None
-                headers = {key.lower(): value for key, value in (exc.headers or {}).items()}
-                retryable = exc.code in RETRYABLE_STATUS and headers.get("x-should-retry") != "false"
-                asked = retry_after_s(headers)
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-                reason = getattr(exc, "reason", exc)
-                kind = "timed out" if isinstance(reason, TimeoutError) else "unreachable"
-                retryable = True
-                message = f"{request.full_url} {kind} after {time.perf_counter() - started:.1f} s: {reason}"
-            if not retryable or attempt == self.retries:
-                raise AgentError(f"{message} (after {attempt + 1} attempt(s))") from None
-            wait = self._backoff(attempt) if asked is None else min(asked, self.retry_max_wait_s)
-            retries.append({"error": message[:300], "wait_s": round(wait, 3),
-                            **({"retry_after_s": asked} if asked is not None else {})})
-            time.sleep(wait)
-        raise AssertionError("unreachable")
+                completion = client.chat.completions.create(
+                    model=self.model, messages=messages, extra_body=dict(sampling),  # type: ignore[arg-type]
+                    **self._request_options())
+            except openai.APIStatusError as exc:
+                raise _status_error(exc, len(attempts)) from None
+            except openai.APIError as exc:  # no answer: refused, dropped, timed out
+                last = attempts[-1]["outcome"] if attempts else str(exc)
+                raise AgentError(f"{last} (after {len(attempts)} attempt(s))") from None
+            except ValueError as exc:  # an answer that says it is JSON and is not
+                raise AgentError(f"{self.base_url} did not answer JSON: {exc}") from None
+        if not isinstance(completion, ChatCompletion):
+            raise AgentError(f"{self.base_url} did not answer JSON: {str(completion)[:300]}")
+        latency = time.perf_counter() - attempts[-1]["started"]
+        retries = [{"error": failed["outcome"][:300], "wait_s": round(then["started"] - failed["ended"], 3),
+                    **{key: failed[key] for key in ("retry_after", "retry_after_ms") if key in failed}}
+                   for failed, then in itertools.pairwise(attempts)]
+        return completion, latency, retries
+
+
+def _status_error(exc: openai.APIStatusError, attempts: int) -> AgentError:
+    """An HTTP error as one line; ``ContextOverflow`` when it says the conversation no longer
+    fits the model's context."""
+    detail = exc.response.text[:600]
+    message = f"HTTP {exc.status_code} from {exc.request.url}: {detail or exc.response.reason_phrase}"
+    if exc.status_code in (400, 413, 422) and CONTEXT_OVERFLOW.search(detail):
+        return ContextOverflow(message)
+    if exc.response.is_redirect:
+        message = (f"HTTP {exc.status_code} from {exc.request.url}: redirect to {exc.response.headers.get('location')} "
+                   "refused (not followed, so the API key goes nowhere else; use the final URL as --base-url)")
+    return AgentError(f"{message} (after {attempts} attempt(s))")
 
 
 class PythonAgent(Agent):

@@ -20,8 +20,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Behaviour:
-    """What one request gets: ``text`` after ``delay_s``, or an HTTP ``status`` with ``body``
-    and ``headers`` (``Retry-After``, ``Location``)."""
+    """What one request gets: ``text`` after ``delay_s``, or an HTTP ``status`` (or a 200 with a
+    ``body`` of its own) with ``body`` and ``headers`` (``Retry-After``, ``Location``)."""
 
     text: str = "ANSWER: 0"
     delay_s: float = 0.0
@@ -64,7 +64,8 @@ class ChatServer:
                 with server._lock:
                     index = len(server.requests)
                     record = self._record = {"path": self.path, "auth": self.headers.get("Authorization"),
-                                             "body": body, "arrived": time.monotonic()}
+                                             "headers": dict(self.headers), "body": body,
+                                             "arrived": time.monotonic()}
                     server.requests.append(record)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
@@ -73,7 +74,7 @@ class ChatServer:
                     if isinstance(behaviour, str):
                         behaviour = Behaviour(text=behaviour)
                     time.sleep(behaviour.delay_s)
-                    if behaviour.status != 200:
+                    if behaviour.status != 200 or behaviour.body:
                         self._raw(behaviour.status, behaviour.body.encode(), behaviour.headers)
                         return
                     prompt = sum(len(m["content"].split()) for m in body["messages"])

@@ -42,7 +42,7 @@ def always_fails(observation: str, history: list[dict], info: dict) -> str:
 def test_an_unreachable_endpoint_fails_before_any_episode(tmp_path, capsys):
     started = time.monotonic()
     rc = main(["eval", LINALG, "--agent", "openai", "--model", "m", "--base-url", refused_url(), "-n", "2",
-               "--retries", "1", "--retry-backoff", "0.1", "--out", str(tmp_path / "run"), "--quiet", *PROCESS])
+               "--retries", "1", "--out", str(tmp_path / "run"), "--quiet", *PROCESS])
     assert rc == 2 and time.monotonic() - started < 10
     err = capsys.readouterr().err
     assert "cannot connect to http://127.0.0.1:" in err and "2 attempt(s)" in err and "--connect-timeout" in err
@@ -51,10 +51,10 @@ def test_an_unreachable_endpoint_fails_before_any_episode(tmp_path, capsys):
 
 def test_timeouts_and_retry_policy_are_flags():
     args = build_parser().parse_args(["eval", "--agent", "openai", "--model", "m", "--connect-timeout", "2.5",
-                                      "--retries", "0", "--retry-backoff", "0.25", "--request-timeout", "30"])
-    assert (args.connect_timeout, args.retries, args.retry_backoff, args.request_timeout) == (2.5, 0, 0.25, 30)
+                                      "--retries", "0", "--request-timeout", "30"])
+    assert (args.connect_timeout, args.retries, args.request_timeout) == (2.5, 0, 30)
     agent = OpenAIAgent(model="m", base_url="http://127.0.0.1:1/v1", connect_timeout_s=2.5, retries=0,
-                        retry_backoff_s=0.25)
+                        timeout_s=30)
     assert agent.fingerprint() == OpenAIAgent(model="m", base_url="http://127.0.0.1:1/v1").fingerprint()
     with pytest.raises(Exception, match="must be"):
         make_agent("openai", model="m", base_url=refused_url(), retries=-1)
@@ -115,7 +115,7 @@ def test_openai_turn_records_reach_the_log_and_the_summary(tmp_path):
     out = tmp_path / "run"
     try:
         rc = main(["eval", LINALG, "--agent", "openai", "--model", "m", "--base-url", chat.url, "-n", "1",
-                   "--retry-backoff", "0.05", "--out", str(out), "--quiet", *PROCESS])
+                   "--out", str(out), "--quiet", *PROCESS])
     finally:
         chat.close()
     assert rc == 0

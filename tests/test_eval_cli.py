@@ -11,6 +11,7 @@ import dataclasses
 import http.server
 import itertools
 import json
+import sys
 import threading
 from pathlib import Path
 
@@ -274,7 +275,7 @@ def test_openai_fingerprint_holds_the_sampling_arguments_never_the_key(monkeypat
                    {"extra_body": {"top_k": 3}}, {"served_model": {"id": "other.gguf"}}, {"choices_per_request": 2}]:
         assert dataclasses.replace(base, **change).fingerprint() != base.fingerprint(), change
     same = dataclasses.replace(base, api_key_env="OTHER", timeout_s=5.0, retries=0, max_concurrent_requests=4,
-                               requests_per_minute=10.0, retry_max_wait_s=1.0)
+                               requests_per_minute=10.0, connect_timeout_s=1.0)
     assert same.fingerprint() == base.fingerprint()
 
 
@@ -383,6 +384,9 @@ class FakeChat:
         chat = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # no model list here: the agent records that and carries on
+                self.send_error(404)
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 chat.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
@@ -412,6 +416,14 @@ class FakeChat:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def test_the_openai_agent_without_the_openai_package_says_which_extra_to_install(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "openai", None)  # what an install without the [openai] extra imports
+    monkeypatch.delitem(sys.modules, "gym_sysmath.chat_client", raising=False)
+    assert eval_cli(LINALG, "--agent", "openai", "--model", "m", "--base-url", "http://127.0.0.1:1/v1") == 2
+    err = capsys.readouterr().err
+    assert "pip install 'gym-sysmath[openai]'" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.docker

@@ -3,7 +3,7 @@ request limits, retries honouring Retry-After, complete per-turn records, the se
 the fingerprint, the key kept to its host, and the HTML transcript viewer in a real Chromium.
 
 The endpoint is ``tests.chat_server.ChatServer``, a real HTTP server on 127.0.0.1 whose
-behaviour each test scripts; the agent's own urllib client talks to it. LinearAlgebra-v0 on
+behaviour each test scripts; the agent's ``openai.OpenAI`` client talks to it over a socket. LinearAlgebra-v0 on
 the process backend needs no Docker (``max_turns=2`` gives it a tool turn).
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from gym_sysmath.agents import OpenAIAgent, retry_after_s
+from gym_sysmath.agents import OpenAIAgent
 from gym_sysmath.cli import main
 from tests.chat_server import OVERFLOW, Behaviour, ChatServer
 
@@ -127,41 +127,59 @@ def test_context_overflow_ends_the_episode_with_its_turns_and_resume_keeps_it(tm
     assert (stats["context_overflows"], stats["scored"], stats["accuracy"]) == (1, 1, 0.0)
 
 
-def test_a_rate_limit_waits_what_retry_after_asks_and_is_recorded(tmp_path):
-    limited = Behaviour(status=429, body='{"error": "slow down"}', headers={"Retry-After": "1"})
-    with ChatServer(lambda i, body: limited if i == 0 else "ANSWER: 1") as server:
-        assert eval_cli(server, tmp_path / "run", "-n", "1", "--retry-backoff", "0") == 0
+#: The three ways a server asks for a wait of 2 s; openai-python's own first backoff is 0.5 s at most.
+RETRY_AFTER = {"seconds": lambda: {"Retry-After": "2"}, "milliseconds": lambda: {"retry-after-ms": "2000"},
+               "http date": lambda: {"Retry-After": email.utils.formatdate(time.time() + 3, usegmt=True)}}
+
+
+@pytest.mark.parametrize("form", sorted(RETRY_AFTER))
+def test_a_rate_limit_waits_what_retry_after_asks_and_is_recorded(tmp_path, form):
+    def script(index: int, body: dict) -> str | Behaviour:
+        if index == 0:  # the date is written when the request comes
+            return Behaviour(status=429, body='{"error": "slow down"}', headers=RETRY_AFTER[form]())
+        return "ANSWER: 1"
+
+    with ChatServer(script) as server:
+        assert eval_cli(server, tmp_path / "run", "-n", "1") == 0
     first, second = server.requests
-    assert second["arrived"] - first["arrived"] >= 1.0  # the backoff alone would have been 0 s
+    assert second["arrived"] - first["ended"] >= 1.0  # the backoff alone would have been 0.5 s at most
     (row,) = read_jsonl(tmp_path / "run" / "results.jsonl")
     (turn,) = row["turns"]
     assert turn["attempts"] == 2
     (retry,) = turn["retries"]
-    assert retry["retry_after_s"] == 1.0 and retry["wait_s"] == 1.0 and "HTTP 429" in retry["error"]
+    assert retry["wait_s"] >= 1.0 and "HTTP 429" in retry["error"] and "slow down" in retry["error"]
+    assert ("retry_after_ms" if form == "milliseconds" else "retry_after") in retry  # the server's words
 
 
-def test_a_server_asking_to_wait_a_day_is_waited_retry_max_wait_at_most(tmp_path):
-    limited = Behaviour(status=429, body="{}", headers={"Retry-After": "86400"})
+def test_a_server_asking_to_wait_a_day_is_not_waited(tmp_path):
+    limited = Behaviour(status=429, body='{"error": "come back tomorrow"}', headers={"Retry-After": "86400"})
     with ChatServer(lambda i, body: limited if i == 0 else "ANSWER: 1") as server:
-        assert eval_cli(server, tmp_path / "run", "-n", "1", "--retry-max-wait", "0.2") == 0
+        started = time.monotonic()
+        rc = eval_cli(server, tmp_path / "run", "-n", "1")
+        assert time.monotonic() - started < 60
+        (row,) = read_jsonl(tmp_path / "run" / "results.jsonl")
+        if rc == 1:  # openai-python >= 2.3x: an ask past its limit (2 min) is an error at once
+            assert row["verdict"] == "failed" and "HTTP 429" in row["error"] and "after 1 attempt(s)" in row["error"]
+            assert eval_cli(server, tmp_path / "run", "-n", "1", "--resume") == 0  # and --resume plays it again
+        else:  # older: the ask is ignored and its own backoff waited
+            assert rc == 0 and row["turns"][0]["retries"][0]["wait_s"] < 10
+    assert read_jsonl(tmp_path / "run" / "results.jsonl")[-1]["verdict"] != "failed"
+
+
+def test_a_server_error_is_retried_unless_the_server_says_not_to(tmp_path):
+    busy = Behaviour(status=503, body="busy")
+    final = Behaviour(status=503, body="down for good", headers={"x-should-retry": "false"})
+    with ChatServer(lambda i, body: busy if i == 0 else final if i == 1 else "ANSWER: 1") as server:
+        assert eval_cli(server, tmp_path / "run", "-n", "1") == 1
+    assert len(server.requests) == 2
     (row,) = read_jsonl(tmp_path / "run" / "results.jsonl")
-    (retry,) = row["turns"][0]["retries"]
-    assert retry["retry_after_s"] == 86400 and retry["wait_s"] == 0.2
-
-
-def test_retry_after_reads_seconds_milliseconds_and_http_dates():
-    assert retry_after_s({"retry-after": "3"}) == 3.0
-    assert retry_after_s({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
-    date = email.utils.formatdate(1_000_030, usegmt=True)
-    assert retry_after_s({"retry-after": date}, now=1_000_000) == 30.0
-    assert retry_after_s({"retry-after": "soon"}) is None and retry_after_s({}) is None
+    assert "HTTP 503" in row["error"] and "down for good" in row["error"] and "after 2 attempt(s)" in row["error"]
 
 
 def test_a_timed_out_request_is_a_recorded_retry_and_a_failed_row_that_resume_replays(tmp_path, capsys):
     slow = Behaviour(text="ANSWER: 1", delay_s=1.5)
     with ChatServer(lambda i, body: slow) as server:
-        rc = eval_cli(server, tmp_path / "run", "-n", "1", "--request-timeout", "0.3", "--retries", "1",
-                      "--retry-backoff", "0")
+        rc = eval_cli(server, tmp_path / "run", "-n", "1", "--request-timeout", "0.3", "--retries", "1")
         assert rc == 1
         captured = capsys.readouterr()
         assert "every sample failed (1)" in captured.err and "wrote" not in captured.out
@@ -178,6 +196,18 @@ def test_a_timed_out_request_is_a_recorded_retry_and_a_failed_row_that_resume_re
     assert (stats["samples"], stats["failed"], stats["scored"]) == (1, 0, 1)
     time_spent = json.loads((tmp_path / "run" / "summary.json").read_text())["time"]
     assert time_spent["sessions"] == 2
+
+
+@pytest.mark.parametrize("body", ['{"object": "chat.completion"}', '{"choices": "none"}', '{"choices": []}',
+                                  '{"choices": [', "<html>busy</html>"])
+def test_a_reply_that_is_no_chat_completion_is_a_failed_row_that_quotes_it(tmp_path, body):
+    odd = Behaviour(body=body, headers={"Content-Type": "text/html" if body.startswith("<") else "application/json"})
+    with ChatServer(lambda i, request: odd) as server:
+        assert eval_cli(server, tmp_path / "run", "-n", "1") == 1
+    (row,) = read_jsonl(tmp_path / "run" / "results.jsonl")
+    assert row["verdict"] == "failed" and ("unexpected chat-completions reply" in row["error"]
+                                           or "did not answer JSON" in row["error"])
+    assert "Traceback" not in row["error"]
 
 
 # --------------------------------------------------------------------------- limits
@@ -231,11 +261,18 @@ def test_rollouts_share_a_first_turn_request_with_n_choices(tmp_path, honours_n)
 
 def test_openais_key_goes_to_openai_only_unless_named(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-meant-for-openai")
+    # what else openai-python reads from the environment for OpenAI's host
+    meant_for_openai = {"OPENAI_ADMIN_KEY": "sk-admin-meant-for-openai", "OPENAI_ORG_ID": "org-meant-for-openai",
+                        "OPENAI_PROJECT_ID": "proj-meant-for-openai"}
+    for variable, value in meant_for_openai.items():
+        monkeypatch.setenv(variable, value)
     with ChatServer() as server:
         assert eval_cli(server, tmp_path / "plain", "-n", "1") == 0
         assert "OPENAI_API_KEY is not sent to" in capsys.readouterr().err
         assert eval_cli(server, tmp_path / "named", "-n", "1", "--api-key-env", "OPENAI_API_KEY") == 0
     assert [request["auth"] for request in server.requests] == [None, "Bearer sk-meant-for-openai"]
+    sent = json.dumps([request["headers"] for request in server.requests])
+    assert not any(value in sent for value in meant_for_openai.values())
 
 
 def test_a_redirect_is_refused_so_the_key_stays_on_its_host(tmp_path, monkeypatch):
@@ -255,7 +292,8 @@ def test_a_redirect_is_refused_so_the_key_stays_on_its_host(tmp_path, monkeypatc
     (["--model-concurrency", "0"], "--model-concurrency must be at least 1"),
     (["--rpm", "0"], "--rpm above 0"),
     (["--choices-per-request", "0"], "--choices-per-request must be at least 1"),
-    (["--retry-max-wait", "-1"], "--retry-max-wait must be >= 0"),
+    (["--retries", "-1"], "--retries must be >= 0"),
+    (["--request-timeout", "0"], "the timeouts above 0"),
 ])
 def test_a_bad_request_setting_is_one_line_before_any_request(tmp_path, capsys, args, says):
     with ChatServer() as server:
