@@ -16,7 +16,7 @@ One reader for every family, so a label means the same thing everywhere:
   becomes U+FFFD, the replacement character any decoder puts for what is not text, and the block
   counts it (``surrogates``): the code a sandbox gets is always encodable, for every language.
 
-Labels go through ``LANGUAGES``, the one alias table, which takes the labels of the languages the
+Labels go through ``FENCE_LANGUAGES``, the one alias table, which takes the labels of the languages the
 sandbox runs from their rows in ``gym_sysmath.sandbox.image.toolchains``: ``py``/``python3`` are
 Python, ``c++``/``c++20``/``cpp``/``cc``/``cxx``/``hpp`` are C++, ``rs`` is Rust, a file name counts by
 its extension (``candidate.hpp``). Labels for output rather than code (``text``, ``json``,
@@ -36,7 +36,7 @@ DISPLAY = "display"
 
 #: Fence label -> language: the sandbox's languages (their rows in ``toolchains``), then languages
 #: no task runs, then output.
-LANGUAGES: dict[str, str] = {
+FENCE_LANGUAGES: dict[str, str] = {
     **{label: toolchain.name for toolchain in TOOLCHAINS.values() for label in toolchain.labels},
     **dict.fromkeys(("javascript", "js", "node", "mjs", "jsx"), "javascript"),
     **dict.fromkeys(("typescript", "ts", "tsx"), "typescript"),
@@ -59,8 +59,8 @@ def language_of(label: str, default: str | None) -> str | None:
     word = _LABEL_NOISE.sub("", word.split(":")[0].split(",")[0]).lower()
     if not word:
         return default
-    if word in LANGUAGES:
-        return LANGUAGES[word]
+    if word in FENCE_LANGUAGES:
+        return FENCE_LANGUAGES[word]
     if "." in word:
         extension = word.rsplit(".", 1)[1]
         if extension in _EXTENSIONS:

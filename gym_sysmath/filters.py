@@ -1,7 +1,12 @@
 """Filter arguments (``categories``, ``topics``, ``primitives``, ``languages``: a list of names;
 ``difficulty``: one name), read once here so that every family refuses the same mistakes with the
-same words, and ``TaskFilter``, a family's declaration of one filter (``SysmathEnv.filters``). A
-leaf module (standard library only), so task packages check their filters without the env base."""
+same words, and ``TaskFilter``, a family's declaration of one filter (``SysmathEnv.filters``).
+
+One vocabulary: a filter has one name, its ``gym.make`` argument, and the reset option of that
+name takes the same values (``primitives=["line2_line2"]`` in both places). Every unknown name,
+a filter's value or a reset option's key alike, is refused by ``unknown_name``, with one wording
+and one "did you mean". A leaf module (standard library only), so task packages check their
+filters without the env base."""
 
 from __future__ import annotations
 
@@ -9,6 +14,53 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
+
+#: A suggestion needs difflib's own similarity (its ``get_close_matches`` default) or, for the
+#: short names difflib misses (``vn`` for ``vm``), this few edits per character of the name.
+CLOSE_RATIO = 0.6
+EDITS_PER_CHARACTER = 1 / 4
+
+
+def edit_distance(first: str, second: str) -> int:
+    """Insertions, deletions, substitutions and swaps of two neighbours that turn ``first`` into
+    ``second`` (optimal string alignment): a typo is one or two of them."""
+    previous2: list[int] = []
+    previous = list(range(len(second) + 1))
+    for i, char in enumerate(first, 1):
+        current = [i]
+        for j, other in enumerate(second, 1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
+            if i > 1 and j > 1 and char == second[j - 2] and first[i - 2] == other:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def nearest(value: str, known: Sequence[str]) -> str | None:
+    """The name of ``known`` that ``value`` most likely misspells, or ``None`` when none is close:
+    fewest edits (case ignored), then difflib's similarity, then ``known``'s order."""
+    folded = value.casefold()
+    ranked = []
+    for index, name in enumerate(known):
+        edits = edit_distance(folded, name.casefold())
+        ratio = difflib.SequenceMatcher(None, value, name).ratio()
+        if edits <= max(1, int(len(value) * EDITS_PER_CHARACTER)) or ratio >= CLOSE_RATIO:
+            ranked.append((edits, -ratio, index, name))
+    return min(ranked)[-1] if ranked else None
+
+
+def unknown_name(noun: str, value: object, known: Sequence[str], *, where: str = "",
+                 listed_in: str = "") -> ValueError:
+    """The one refusal of a name that is not one of ``known``, wherever it was given (a filter's
+    value at ``gym.make`` or in a reset option, a reset option's key, a task id): ``where:
+    unknown primitive 'segment2_segmnt2'; did you mean 'segment2_segment2'? (choose from ...)``.
+    ``listed_in``: where to read the names instead, when they are too many to list."""
+    close = nearest(value, known) if isinstance(value, str) else None
+    hint = f"; did you mean {close!r}?" if close is not None else ""
+    prefix = f"{where}: " if where else ""
+    choices = f"see {listed_in}" if listed_in else f"choose from {', '.join(known)}"
+    return ValueError(f"{prefix}unknown {noun} {value!r}{hint} ({choices})")
 
 
 @overload
@@ -34,41 +86,36 @@ def filter_names(name: str, value: Any) -> tuple[str, ...] | None:
     return names
 
 
-def known_names(name: str, value: Any, known: Sequence[str]) -> tuple[str, ...] | None:
+def known_names(name: str, value: Any, known: Sequence[str], *, noun: str | None = None) -> tuple[str, ...] | None:
     """``filter_names``, and then every name one of ``known`` and at least one of them: an empty
-    filter would draw from nothing, and an unknown name (a typo) would silently match nothing."""
+    filter would draw from nothing, and an unknown name (a typo) would silently match nothing.
+    ``noun``: what one name is (``category`` for ``categories``), for ``unknown_name``."""
     names = filter_names(name, value)
     if names is None:
         return None
     if not names:
         raise ValueError(f"{name} is empty: name at least one of {', '.join(known)}, or pass None for all")
-    unknown = sorted(set(names) - set(known))
-    if unknown:
-        guesses = {wrong: difflib.get_close_matches(wrong, known, 1) for wrong in unknown}
-        hints = "; ".join(f"{wrong!r}: did you mean {close[0]!r}?" for wrong, close in guesses.items() if close)
-        hint = f" ({hints})" if hints else ""
-        raise ValueError(f"unknown {name} {unknown}{hint}; choose from {', '.join(known)}")
+    for item in names:
+        if item not in known:
+            raise unknown_name(noun or name, item, known, where=name)
     return names
 
 
-def one_name(name: str, value: Any, known: Sequence[str]) -> str:
+def known_name(name: str, value: Any, known: Sequence[str], *, noun: str | None = None) -> str:
     """A one-name filter (``difficulty="hard"``): ``value`` itself when it is one of ``known``,
-    otherwise a ``ValueError`` naming them (a list is refused too: the filter takes one name)."""
+    otherwise ``unknown_name``'s refusal (a list is refused too: the filter takes one name)."""
     if isinstance(value, str) and value in known:
         return value
-    close = difflib.get_close_matches(value, known, 1) if isinstance(value, str) else []
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"{name} must be one of {tuple(known)}, not {value!r}{hint}")
+    raise unknown_name(noun or name, value, known, where=name)
 
 
 @dataclass(frozen=True)
 class TaskFilter:
     """A filter a family's env takes: the ``gym.make`` argument ``argument`` keeps the eval tasks
-    whose metadata ``key`` (the ``info`` field of the same name) is one of the names it gives, out
-    of ``choices``. ``many``: the argument is a list of names (``categories=["vm"]``), else one
-    name (``difficulty="hard"``). ``option`` (default: the argument's own name) is the reset
-    option that narrows the filter for one reset, taking a list of names or one name as
-    ``option_many`` says (default: as the argument).
+    whose metadata ``key`` (the ``info`` field of the same name, and the word for one of its
+    names in errors) is one of the names it gives, out of ``choices``. ``many``: the argument is
+    a list of names (``categories=["vm"]``), else one name (``difficulty="hard"``). The reset
+    option of the same name takes the same values and narrows the filter for one reset.
 
     ``unset`` (default: all of ``choices``) is what an env keeps when neither its argument nor
     the reset option names any: a level served only when asked for (``difficulty="starter"``)
@@ -82,27 +129,17 @@ class TaskFilter:
     key: str
     choices: tuple[str, ...]
     many: bool = True
-    option: str = ""
-    option_many: bool | None = None
     unset: tuple[str, ...] | None = None
 
-    @property
-    def option_name(self) -> str:
-        return self.option or self.argument
-
-    def read(self, value: Any, *, option: bool = False) -> tuple[str, ...] | None:
+    def read(self, value: Any) -> tuple[str, ...] | None:
         """The names ``value`` allows (``None``: no filter), checked against ``choices``: a bare
         string for a list, an empty list or an unknown name is refused, saying what to write."""
         if value is None:
             return None
-        name = self.option_name if option else self.argument
-        many = self.many if not option or self.option_many is None else self.option_many
-        if many:
-            return known_names(name, value, self.choices)
-        return (one_name(name, value, self.choices),)
+        if self.many:
+            return known_names(self.argument, value, self.choices, noun=self.key)
+        return (known_name(self.argument, value, self.choices, noun=self.key),)
 
-    def describe(self, names: Sequence[str], *, option: bool = False) -> str:
+    def describe(self, names: Sequence[str]) -> str:
         """``names`` as the argument (or reset option) that gives them: ``difficulty='hard'``."""
-        many = self.many if not option or self.option_many is None else self.option_many
-        name = self.option_name if option else self.argument
-        return f"{name}={list(names)!r}" if many or len(names) != 1 else f"{name}={names[0]!r}"
+        return f"{self.argument}={list(names)!r}" if self.many or len(names) != 1 else f"{self.argument}={names[0]!r}"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from gym_sysmath.tasks.compgeom import PRIMITIVES
 from gym_sysmath.tasks.compgeom.cases import ROUNDING_HIDDEN, _key, exact_case, load_cases, make_case
 from gym_sysmath.tasks.compgeom.contract import contract_text
-from gym_sysmath.tasks.compgeom.fixtures import MUTATIONS, FixtureResult, VerifyReport, bad_source, good_source
+from gym_sysmath.tasks.compgeom.fixtures import MUTATIONS, FixtureReport, FixtureResult, bad_source, good_source
 from gym_sysmath.tasks.compgeom.grading import _check
 from gym_sysmath.tasks.compgeom.inprocess import failure, load_source, record
 from gym_sysmath.tasks.compgeom.languages import LANGUAGES
@@ -272,6 +272,6 @@ def test_3d_contracts_say_divide_first_and_segment3_describes_a_segment():
 def test_verify_report_counts_rewrite_and_tolerance_candidates_per_primitive():
     results = tuple(FixtureResult("p", lang, name, ok, "") for lang in ("cpp", "python")
                     for name, ok in (("good", True), ("rw_a", True), ("rw_b", True), ("tol_x", True)))
-    lines = VerifyReport(results).lines()
+    lines = FixtureReport(results).lines()
     assert "p: 2 rewrite candidates x 2 languages, 4/4 fail a hidden case; "\
            "1 tolerance candidates x 2 languages, 2/2 fail a hidden case" in lines

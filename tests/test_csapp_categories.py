@@ -16,8 +16,8 @@ from gym_sysmath.tasks import csapp
 BAD_FILTERS = [
     pytest.param("floats", TypeError, r"categories=\['floats'\]", id="a_string_not_a_list"),
     pytest.param([], ValueError, "categories is empty", id="an_empty_list"),
-    pytest.param(["flots"], ValueError, r"unknown categories \['flots'\].*did you mean 'floats'", id="a_typo"),
-    pytest.param(["floats", "gpu"], ValueError, r"unknown categories \['gpu'\]; choose from integers",
+    pytest.param(["flots"], ValueError, r"unknown category 'flots'; did you mean 'floats'\?", id="a_typo"),
+    pytest.param(["floats", "gpu"], ValueError, r"unknown category 'gpu' \(choose from integers",
                  id="one_unknown"),
     pytest.param([3], TypeError, "list of names", id="a_number_in_the_list"),
     pytest.param(5, TypeError, "list of names, got int", id="not_a_list_at_all"),

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from gym_sysmath.tasks.csapp import concurrency, processes, runs
 from gym_sysmath.tasks.csapp.catalog import EVAL_SET, TEMPLATES
 from gym_sysmath.tasks.csapp.schedules import (
+    GATE_RUN_MARK,
     PRODUCE_TIMEOUT_MS,
-    SEPARATOR,
     STUCK_LINE,
     Forcing,
     actor_schedule,
@@ -117,14 +117,14 @@ def _check(allowed: set[str], produce: tuple[str, ...], refute: tuple[str, ...] 
 
 def _batch(*runs: tuple[str, int]) -> ProgramResult:
     """The forced program's result: one batch, each run's output then its separator."""
-    return ProgramResult(built=True, outputs=("".join(f"{out}{SEPARATOR}{code}\n" for out, code in runs),),
+    return ProgramResult(built=True, outputs=("".join(f"{out}{GATE_RUN_MARK}{code}\n" for out, code in runs),),
                          exit_codes=(0,))
 
 
 def test_a_batch_splits_into_its_runs_and_a_cut_batch_loses_only_its_tail():
     whole = _batch(("A\nB\n", 0), ("", 97), ("B\nA\n", 0)).outputs[0]
     assert split_batches([whole]) == [("A\nB\n", 0), ("", 97), ("B\nA\n", 0)]
-    cut = whole[:whole.rindex(SEPARATOR)] + "<timed out>\n"
+    cut = whole[:whole.rindex(GATE_RUN_MARK)] + "<timed out>\n"
     assert split_batches([cut, whole]) == [("A\nB\n", 0), ("", 97), ("A\nB\n", 0), ("", 97), ("B\nA\n", 0)]
 
 

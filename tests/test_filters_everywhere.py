@@ -97,11 +97,6 @@ def allowed(entry: TaskFilter, value: Any) -> set[str]:
     return set(value) if entry.many else {value}
 
 
-def _option_many(entry: TaskFilter) -> bool:
-    """Whether the filter's reset option takes a list of names (CompGeom's take one)."""
-    return entry.many if entry.option_many is None else entry.option_many
-
-
 def family_name(env_id: str) -> str:
     row = family_of(env_id)
     assert row is not None, env_id
@@ -173,7 +168,7 @@ def test_every_filter_argument_is_declared_and_is_a_reset_option(env_id):
     assert arguments - SETTINGS == declared, (
         f"{cls.__name__}: an argument that is neither a declared filter (``filters``) nor a setting "
         f"(SETTINGS here): {sorted(arguments - SETTINGS - declared)}")
-    assert cls.reset_options == ("task_id", *(entry.option_name for entry in cls.filters))
+    assert cls.reset_options == ("task_id", *(entry.argument for entry in cls.filters))  # one name in both places
     for entry in cls.filters:
         assert entry.choices and len(set(entry.choices)) == len(entry.choices)
 
@@ -213,11 +208,11 @@ def test_listing_and_reset_follow_the_filter(env_id, argument, value):
                 env.reset(seed=0, options={"task_id": excluded[0]})
         # the filter's reset option narrows for one reset: the same value is fine, another one is refused
         (name,) = allowed(entry, value)
-        same = [name] if _option_many(entry) else name
-        assert env.reset(seed=1, options={entry.option_name: same})[1]["task_id"] in expected
+        same = [name] if entry.many else name
+        assert env.reset(seed=1, options={argument: same})[1]["task_id"] in expected
         other = [choice for choice in entry.choices if choice not in allowed(entry, value)]
         with pytest.raises(ValueError, match="cannot widen"):
-            env.reset(seed=0, options={entry.option_name: [other[0]] if _option_many(entry) else other[0]})
+            env.reset(seed=0, options={argument: [other[0]] if entry.many else other[0]})
     finally:
         env.close()
 

@@ -229,7 +229,7 @@ def test_session_writing_a_forged_status_frame_only_ends_its_own_session(sandbox
         forged = ("import os\nbody = b'{\"ok\":true,\"value\":' + b'[' * 100000 + b']' * 100000 + b'}'\n"
                   "os.write(1001, b'%d\\n' % len(body) + body)\nimport time\ntime.sleep(1)")
         result = session.run(forged, fetch="result")
-        assert result.status == "runtime_error" and result.session_ended
+        assert result.status == "runtime_error" and result.turn_ended_session
         assert session.run("print('fresh')").stdout == "fresh\n"
     finally:
         session.close()
@@ -257,7 +257,7 @@ def test_session_frame_forged_for_another_turn_is_ignored(sandbox):
                   "body = json.dumps({'ok': True, 'turn': 7, 'defined': True, 'value': 999}).encode()\n"
                   "os.write(1001, b'%d\\n' % len(body) + body)\nresult = 42")
         result = session.run(forged, fetch="result")
-        assert (result.status, result.value, result.session_ended) == ("ok", 42, False)
+        assert (result.status, result.value, result.turn_ended_session) == ("ok", 42, False)
         assert session.run("result += 1", fetch="result").value == 43
     finally:
         session.close()
@@ -321,7 +321,7 @@ def test_session_closing_its_control_pipe_only_ends_itself(sandbox):
     try:
         session.run("import os\nos.close(1000)")
         result = session.run("print('next')")
-        assert result.status == "runtime_error" and result.session_ended
+        assert result.status == "runtime_error" and result.turn_ended_session
         assert session.run("print('fresh')").stdout == "fresh\n"
     finally:
         session.close()

@@ -102,7 +102,7 @@ def test_the_parser_reads_every_label_of_a_language_as_it(name):
 
 
 def test_the_parser_reads_no_other_label_as_a_registry_language():
-    runnable = {label for label, language in fences.LANGUAGES.items() if language in TOOLCHAINS}
+    runnable = {label for label, language in fences.FENCE_LANGUAGES.items() if language in TOOLCHAINS}
     assert runnable == {label for row in TOOLCHAINS.values() for label in row.labels}
 
 

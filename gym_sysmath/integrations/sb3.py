@@ -18,7 +18,8 @@ counts them in ``scoring_errors``, and the step is returned *truncated* (not ter
 the pre-step observation as the final one. SB3's on-policy collectors bootstrap a truncated
 step from the value of that observation, so the sample's advantage is ``(gamma - 1) * V(s)``:
 about zero instead of a false "wrong answer". With ``on_scoring_error="raise"`` the step raises
-``ScoringError`` instead, for runs that must stop on a broken harness.
+``ScoringError`` instead (the one of ``gym_sysmath.integrations.episodes``, which every adapter
+raises), for runs that must stop on a broken harness.
 
 Only CsappExact-v0 is supported. LinearAlgebra-v0 problems carry no executed wrong readings,
 and perturbations invented here would teach "spot the made-up number", not linear algebra.
@@ -36,6 +37,7 @@ import numpy as np
 from gymnasium import spaces
 
 from gym_sysmath.exact import exact_equal, json_kind
+from gym_sysmath.integrations.episodes import ScoringError, TaskRef
 from gym_sysmath.tasks.csapp import CATEGORIES, CsappTask
 from gym_sysmath.tasks.csapp.catalog import TEMPLATES
 from gym_sysmath.tasks.csapp.machine import f32
@@ -70,10 +72,6 @@ _POPCOUNT, _TRAILING_ZEROS = 17, 18
 _F32_EXACT, _INTEGRAL, _INFINITE, _NAN, _NEGATIVE_ZERO, _F32_SUBNORMAL = range(19, 25)
 _HEX_DIGITS, _RANK = 25, 26
 ELEMENT_FEATURES = 27
-
-
-class ScoringError(RuntimeError):
-    """The grading harness failed on a step (raised only with ``on_scoring_error="raise"``)."""
 
 
 def _as_number(value: object) -> int | float | None:
@@ -260,7 +258,9 @@ class CandidateChoiceEnv(gym.Wrapper):
         if info.get("scoring_error"):
             self.scoring_errors += 1
             if self.on_scoring_error == "raise":
-                raise ScoringError(f"{info.get('task_id')}: {info['scoring_error']}")
+                env_id = self.env.spec.id if self.env.spec is not None else type(self.env.unwrapped).__name__
+                ref = TaskRef(env_id, str(info.get("task_id")), getattr(self.env.unwrapped, "split", "eval"))
+                raise ScoringError(ref, str(info["scoring_error"]), 1)
             return self._observation.copy(), 0.0, False, True, info
         return self._observation.copy(), float(reward), bool(terminated), bool(truncated), info
 

@@ -18,7 +18,7 @@ class SandboxError(RuntimeError):
     """The harness failed (daemon unreachable, container died, protocol broken).
 
     Never the job's fault: the environment turns it into a ``scoring_error`` verdict.
-    ``cause`` is a short machine-readable tag such as ``worker_died`` or ``daemon_unreachable``.
+    ``cause`` is a short machine-readable tag such as ``worker_died`` or ``worker_timeout``.
     """
 
     def __init__(self, cause: str, detail: str = ""):
@@ -121,7 +121,10 @@ class ExecutionResult:
     #: Session turns only: whether the fetched variable existed, and its decoded value.
     defined: bool = False
     value: Any = None
-    session_ended: bool = False
+    #: Session turns only: this turn ended its session (its code killed it, or broke a limit), so
+    #: the next turn starts a fresh one. Not the supervisor's ``SESSION_ENDED`` status, which
+    #: says a session is unknown to it (retired): the host replays that one instead.
+    turn_ended_session: bool = False
     #: Counted jobs that exited 0: the instructions the program executed, or None if the
     #: counter left no well-formed count (see ``read_count`` in ``image/supervisor/counting.py``).
     instructions: int | None = None
@@ -157,7 +160,7 @@ class ExecutionResult:
                 cached=bool(data.get("cached")),
                 defined=bool(data.get("defined")),
                 value=decode_value(data.get("value")),
-                session_ended=bool(data.get("session_ended")),
+                turn_ended_session=bool(data.get("session_ended")),  # the wire keeps the image's name
                 instructions=_count(data.get("instructions")),
             )
         except (TypeError, ValueError) as exc:

@@ -35,7 +35,7 @@ from gym_sysmath.sandbox.execution import (
     SandboxError,
     SandboxUnavailableError,
 )
-from gym_sysmath.sandbox.image.supervisor.statuses import SESSION_ENDED
+from gym_sysmath.sandbox.image.supervisor.statuses import SESSION_ENDED as SESSION_UNKNOWN  # no such session
 from gym_sysmath.sandbox.workers import ContainerSettings, DockerWorker, ProcessWorker, Worker
 
 #: Pool events: containers started (debug), purged and reused (debug), lost (warning), destroyed
@@ -604,7 +604,7 @@ class PythonSession:
              "limits": self.limits.to_wire()},
             self.limits.wall_s + 30.0)  # room for the stop, the kills and the disk check after a turn
         raw = reply.get("result") or {}
-        if raw.get("status") == SESSION_ENDED:
+        if raw.get("status") == SESSION_UNKNOWN:
             raise SandboxError("session_lost", str(raw.get("detail", "the session is gone")))
         return ExecutionResult.from_wire(raw)
 
@@ -627,7 +627,7 @@ class PythonSession:
                 result = self._turn(code, fetch)
             except SandboxError as second:
                 raise SandboxError(second.cause, f"{second.detail} (after a retry; first: {first})") from second
-        if result.session_ended:
+        if result.turn_ended_session:
             self._name = None
             self.history = []
             self.restarts += 1

@@ -29,7 +29,7 @@ from .template import BuildError, instantiate
 from .verify import machine_anchors, verify
 
 #: ``--verify``'s fresh train draws per template (each faces the same oracles as the eval tasks).
-TRAIN_DRAWS = 50
+VERIFY_TRAIN_DRAWS = 50
 CATEGORY_COUNTS = {"integers": 12, "floats": 10, "bits": 6, "memory": 6, "cache": 6, "machine": 10, "linking": 8,
                    "processes": 8, "vm": 8, "concurrency": 7}
 SOURCE_FILE = Path(__file__).with_name(TASK_FILE)
@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", action="store_true", help="exit 1 if the task file differs from a fresh build")
     mode.add_argument("--verify", action="store_true", help="re-check every task in the task file independently")
     parser.add_argument("--output", type=Path, default=SOURCE_FILE, help="task file to write or check")
-    parser.add_argument("--train-draws", type=int, default=TRAIN_DRAWS, metavar="N",
-                        help=f"--verify: fresh train draws per template, same oracles (default {TRAIN_DRAWS})")
+    parser.add_argument("--train-draws", type=int, default=VERIFY_TRAIN_DRAWS, metavar="N",
+                        help=f"--verify: fresh train draws per template, same oracles (default {VERIFY_TRAIN_DRAWS})")
     parser.add_argument("--guess-draws", type=int, default=guessability.DRAWS, metavar="N",
                         help=f"train draws per template in the guessability audit (default {guessability.DRAWS})")
     args = parser.parse_args(argv)

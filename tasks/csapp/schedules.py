@@ -241,7 +241,7 @@ def actor_schedule(events: Sequence[tuple[int, str]], output: Sequence[str], tim
 
 #: Between the runs of a batch, with the run's exit status after it (an ASCII record separator
 #: first: no say() line holds one).
-SEPARATOR = "\x1egate-run "
+GATE_RUN_MARK = "\x1egate-run "
 #: Schedules per batch (one run of the gated binary), so that a batch stays well inside the
 #: runner's 20 s per run: a schedule to produce takes milliseconds, one to refute its timeout.
 PRODUCE_BATCH = 150
@@ -262,8 +262,8 @@ def split_batches(stdouts: Sequence[str]) -> list[tuple[str, int]]:
     cut short (killed, timed out) gives fewer runs, never a made-up one."""
     runs = []
     for rest in stdouts:
-        while SEPARATOR in rest:
-            out, _, rest = rest.partition(SEPARATOR)
+        while GATE_RUN_MARK in rest:
+            out, _, rest = rest.partition(GATE_RUN_MARK)
             status, _, rest = rest.partition("\n")
             runs.append((out, int(status) if status.isdigit() else -1))
     return runs

@@ -17,7 +17,7 @@ def check_categories(categories: Any) -> tuple[str, ...] | None:
     """A ``categories`` filter as a tuple of ``CATEGORIES`` (``None``: all). The one check the env
     (``gym.make``, reset options) and the train split (``sample_task``) both make: a bare string,
     an empty list and an unknown name are refused with the same words wherever they are given."""
-    return known_names("categories", categories, CATEGORIES)
+    return known_names("categories", categories, CATEGORIES, noun="category")
 
 Answer = list[Any]  # a non-empty flat list of bool | int | float | str
 

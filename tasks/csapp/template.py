@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 Params = dict[str, Any]
 
-KINDS = ("int", "bool", "float", "hex")
+ANSWER_KINDS = ("int", "bool", "float", "hex")
 _HEX_RE = re.compile(r"0x(0|[1-9a-f][0-9a-f]*)")
 
 PLATFORM = (
@@ -65,10 +65,10 @@ class Field:
     """One element of the answer list: what it is and its JSON kind."""
 
     what: str
-    kind: str  # one of KINDS
+    kind: str  # one of ANSWER_KINDS
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
+        if self.kind not in ANSWER_KINDS:
             raise ValueError(f"unknown answer kind {self.kind!r}")
 
 

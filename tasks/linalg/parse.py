@@ -40,7 +40,7 @@ MAX_TEXT = 5_000
 MAX_ENTRIES = 1_000
 MAX_DIGITS = 200
 MAX_EXPONENT = 60
-MAX_DEPTH = 4
+MAX_NESTING = 4
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def _normalise_text(text: str) -> str:
 
 
 class _Reader:
-    """Recursive descent over ``value := number | list``; lists nest at most ``MAX_DEPTH`` deep."""
+    """Recursive descent over ``value := number | list``; lists nest at most ``MAX_NESTING`` deep."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -137,7 +137,7 @@ class _Reader:
     def value(self, depth: int) -> object:
         char = self.peek()
         if char and char in "[(":
-            if depth >= MAX_DEPTH:
+            if depth >= MAX_NESTING:
                 raise _Unreadable("nested too deeply")
             return self.sequence(depth + 1)
         match = _NUMBER.match(self.text, self.pos)
