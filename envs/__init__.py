@@ -1,2 +1,2 @@
 """One module per task family: the env class and its Gymnasium docstring. The ids are
-registered in ``gym_sysmath.registration``."""
+declared in the family registry, ``gym_sysmath.families``, and registered on ``import gym_sysmath``."""

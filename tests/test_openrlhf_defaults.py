@@ -1,4 +1,4 @@
-"""OpenRLHF 0.11.2 under its own defaults and the README's flags: prompts templated by OpenRLHF's
+"""OpenRLHF 0.11.2 under its own defaults and the flags of docs/integrations.md: prompts templated by OpenRLHF's
 own ``PromptDataset`` (``--data.input_key prompt --data.label_key label
 --data.apply_chat_template``) with the real SmolLM2 tokenizer, rolled out by its own
 ``SingleTurnAgentExecutor`` (the reward file loaded from its path, as ``--reward.remote_url``
@@ -7,7 +7,7 @@ does) and its ``MultiTurnAgentExecutor`` loop (``AgentExecutor`` loaded as
 ``--rollout.max_new_tokens`` None. A scripted engine stands in for vLLM, replying as vLLM does
 under OpenRLHF's sampling defaults (``skip_special_tokens=False``: the text ends in ``<|im_end|>``).
 OpenRLHF's ``SamplesGenerator`` (dynamic filtering) runs on a local Ray with the executor in
-the driver, and the README's commands go through ``train_ppo_ray``'s own ``__main__`` block
+the driver, and that page's commands go through ``train_ppo_ray``'s own ``__main__`` block
 (parser and checks; the module itself imports vLLM and DeepSpeed). Every reward is compared
 with the env's own grading; none may be ``None``."""
 
@@ -79,7 +79,7 @@ def process_sandbox(monkeypatch):
 
 
 def dataset(rows: list[dict], tokenizer) -> list[tuple[str, str]]:
-    """(prompt, label) pairs as OpenRLHF's ``PromptDataset`` makes them from the README's flags."""
+    """(prompt, label) pairs as OpenRLHF's ``PromptDataset`` makes them from the page's flags."""
     data = SimpleNamespace(input_key="prompt", label_key="label", apply_chat_template=True)
     strategy = SimpleNamespace(args=SimpleNamespace(data=data), is_rank_0=lambda: False)
     loaded = prompts_dataset.PromptDataset(rows, tokenizer, strategy)
@@ -254,7 +254,7 @@ def test_labels_carry_env_kwargs_so_grading_needs_no_env_var(smollm2_tokenizer, 
 
 
 def readme_commands(text: str) -> dict[str, list[str]]:
-    """The README's OpenRLHF commands (its paragraph up to the next framework's), as argv after
+    """The OpenRLHF commands of docs/integrations.md (its paragraph up to the next framework's), as argv after
     the module name, keyed by the module: ``check`` and each ``train_ppo_ray`` run."""
     start = re.search(r"^\*\*OpenRLHF\*\*", text, re.MULTILINE)
     assert start, "the README has an **OpenRLHF** paragraph"
@@ -293,7 +293,7 @@ def openrlhf_main_args(argv: list[str]) -> SimpleNamespace:
 
 
 def test_readme_commands_pass_openrlhfs_own_parser_and_every_family_fits(smollm2_tokenizer):
-    """The README's commands, run through OpenRLHF's own argument parsing and checks: they start,
+    """The page's commands, run through OpenRLHF's own argument parsing and checks: they start,
     read the export's columns, load this file, and leave every family's longest prompt uncut."""
     from tests.real_model import smollm2
 
@@ -327,7 +327,7 @@ def test_readme_commands_pass_openrlhfs_own_parser_and_every_family_fits(smollm2
 def test_check_refuses_compgeom_at_openrlhfs_default_max_len(smollm2_tokenizer, tmp_path, capsys):
     """``python -m gym_sysmath.integrations.openrlhf check`` on a ``gym-sysmath export`` file: at
     OpenRLHF's default ``--data.max_len`` CompGeom prompts would be cut, so it refuses, naming
-    the flags and the length needed; with the README's lengths they fit."""
+    the flags and the length needed; with the page's lengths they fit."""
     from gym_sysmath.cli import main
     from tests.real_model import smollm2
 
@@ -472,7 +472,7 @@ def local_ray():
 def test_readme_dynamic_filtering_drops_only_a_nan_group_and_draws_a_replacement(smollm2_tokenizer, tmp_path,
                                                                                   vllm_names, local_ray):
     """OpenRLHF's ``SamplesGenerator.generate_samples`` over an export loaded by its own
-    ``blending_datasets`` and ``PromptDataset``, with the README's flags (8 samples a prompt,
+    ``blending_datasets`` and ``PromptDataset``, with the page's flags (8 samples a prompt,
     range -0.01..1.01): the group whose label is refused (a stale task set: NaN) is dropped and a
     replacement prompt drawn; all-right and mixed groups are kept, every reward the env's own."""
     import pandas as pd

@@ -3,7 +3,7 @@ exported row the way SkyRL's generator does, a multi-turn trajectory runs the re
 turns, and a harness failure is retried on a fresh reset, then raised, never rewarded 0.0.
 
 Then SkyRL's trainer (the ``skyrl`` wheel, installed ``--no-deps``) under its own defaults and
-the settings the README gives: its config loader with ``environment.skyrl_gym.gym_sysmath``
+the settings docs/integrations.md gives: its config loader with ``environment.skyrl_gym.gym_sysmath``
 added (``main``'s), its ``PromptDataset`` and its ``SkyRLGymGenerator`` (agent loop and batched
 path) with a scripted inference engine in vLLM's place and the real SmolLM2 tokenizer. Each
 reward is compared with the env's own grading of the same replies."""
@@ -181,7 +181,7 @@ def test_tool_turns_run_in_the_docker_sandbox(docker_available, csapp_rows):
 # SkyRL's own config loader, dataset class and generator, with a scripted inference engine in
 # vLLM's place (vLLM does not install on CPU) and the real SmolLM2 tokenizer and chat template.
 
-#: What the README tells a user to set (besides the model and data): the prompt length every
+#: What docs/integrations.md tells a user to set (besides the model and data): the prompt length every
 #: family's prompts need under SmolLM2's template (CompGeom's longest: 2,888 tokens).
 DOCUMENTED = ["trainer.max_prompt_length=3072"]
 #: ... and for tool turns, room for them (with generator.max_turns: the turns the export offers).

@@ -133,7 +133,7 @@ def outcome(episode: dict) -> tuple[bool, float | None, str | None]:
 
 
 def test_vf_eval_readme_command_grades_the_last_allowed_turn_and_keeps_a_failed_rollout_unscored(tmp_path):
-    """The README's ``vf-eval`` with verifiers' defaults (no player turn cap) on CsappExact's own
+    """The ``vf-eval`` of docs/integrations.md with verifiers' defaults (no player turn cap) on CsappExact's own
     5 turns: four tool turns (their output comes back as the user turn), then the right answer
     on the 5th, ending in DeepSeek's end token; a wrong answer after a tool turn; and a task
     whose model call fails (its stream never finishes) on the first turn."""

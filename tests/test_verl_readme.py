@@ -1,12 +1,12 @@
-"""The README's verl commands, run as written, through verl's own entry point and defaults.
+"""The verl commands of docs/integrations.md, run as written, through verl's own entry point and defaults.
 
 The ``gym-sysmath export ... --format verl`` lines run as real subprocesses (only a train
 ``-n`` above 8 is cut to 8, to fit CI's time: the rows come from the same generator), and the
-``python -m verl.trainer.main_ppo`` command is read from the README text itself and run by bash
+``python -m verl.trainer.main_ppo`` command is read from that page's text itself and run by bash
 with hydra's ``--cfg job`` (verl's ``main`` composes its ``ppo_trainer`` defaults with the
-README's overrides, prints the config and stops: no GPU here to train on), plus the settings
-the README leaves to the user (the model: SmolLM2; ``rollout.name``). From that config, verl's
-own code: ``create_rl_dataset`` (the ``data.custom_cls`` the README names), the
+page's overrides, prints the config and stops: no GPU here to train on), plus the settings
+the page leaves to the user (the model: SmolLM2; ``rollout.name``). From that config, verl's
+own code: ``create_rl_dataset`` (the ``data.custom_cls`` the page names), the
 ``AgentLoopWorker`` that renders, caps and pads prompts (a scripted model in place of vLLM), and
 the ``RewardLoopWorker`` that loads ``compute_score`` through ``reward.custom_reward_function``
 and scores each rollout (called in process instead of through a Ray actor handle).
@@ -34,19 +34,19 @@ pytest.importorskip("hydra", reason="the frameworks extra is not installed")
 pytestmark = pytest.mark.filterwarnings("ignore:sandbox='process'")
 
 README = Path(__file__).resolve().parents[1] / "docs" / "integrations.md"  # the verl section moved there
-#: The train draws a README export line makes here (it asks for 20,000).
+#: The train draws an export line of the page makes here (it asks for 20,000).
 TRAIN_ROWS = 8
-#: The README's "plus your model and rollout settings" (besides the model, SmolLM2): what verl's
+#: The page's "plus your model and rollout settings" (besides the model, SmolLM2): what verl's
 #: ``main`` requires before it starts Ray.
 USER_SETTINGS = ("actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
                  "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
                  "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1")
-#: How grading runs in this test (the README's command grades in Docker, the default).
+#: How grading runs in this test (the page's command grades in Docker, the default).
 GRADE_IN_PROCESS = {"sandbox": "process"}
 
 
 def readme_verl_commands(text: str) -> list[str]:
-    """The shell commands of the README's verl section, continuation lines joined."""
+    """The shell commands of the verl section of docs/integrations.md, continuation lines joined."""
     section = text[text.index("**verl**"):text.index("**OpenRLHF**")]
     block = re.search(r"\n\n((?: {4}.*\n|\n)+)", section)
     assert block, "the README's verl section has no command block"
@@ -62,7 +62,7 @@ def shell(command: str, cwd: Path) -> subprocess.Popen:
 
 @pytest.fixture(scope="module")
 def readme(tmp_path_factory, smollm2_tokenizer):
-    """The README's commands run in a fresh directory: its exports, and the config verl's
+    """The page's commands run in a fresh directory: its exports, and the config verl's
     ``main_ppo`` composes from them."""
     from omegaconf import OmegaConf
 
@@ -77,7 +77,7 @@ def readme(tmp_path_factory, smollm2_tokenizer):
     runs = [shell(re.sub(r" -n (\d+)", lambda m: f" -n {min(int(m.group(1)), TRAIN_ROWS)}", line), cwd)
             for line in exports]
     user_settings = " ".join([f"actor_rollout_ref.model.path={smollm2.FP32_DIR}", *USER_SETTINGS])
-    command = re.sub(r"\s+#.*$", "", main_ppo)  # the README's trailing comment
+    command = re.sub(r"\s+#.*$", "", main_ppo)  # the page's trailing comment
     runs.append(shell(f"{command} {user_settings} --cfg job", cwd))
     outputs = [run.communicate(timeout=300) for run in runs]
     for run, (_, err) in zip(runs, outputs, strict=True):
@@ -88,7 +88,7 @@ def readme(tmp_path_factory, smollm2_tokenizer):
 
 @pytest.fixture(autouse=True)
 def in_readme_dir(request, monkeypatch):
-    """The README's data paths are relative to where it is run."""
+    """The page's data paths are relative to where it is run."""
     if "readme" in request.fixturenames:
         monkeypatch.chdir(request.getfixturevalue("readme").cwd)
 
@@ -112,7 +112,7 @@ def datasets(config, tokenizer):
 
 @pytest.mark.filterwarnings("ignore:Disabled critic")  # GRPO has none
 def test_readme_main_ppo_starts_and_sets_lengths_that_fit(readme):
-    """verl's own ``main_ppo`` composes the README's command (hydra and the rest of what it
+    """verl's own ``main_ppo`` composes the page's command (hydra and the rest of what it
     imports are installed) into a config its ``main`` validates, with a prompt limit every
     family's prompts fit and the dataset class that refuses one that would not; its rollout
     caps prompts at the same length."""
@@ -138,7 +138,7 @@ def test_readme_main_ppo_starts_and_sets_lengths_that_fit(readme):
 
 
 def test_readme_datasets_keep_every_row_and_every_prompt_whole(readme):
-    """verl's ``create_rl_dataset`` on the README's exports: no row dropped, and every prompt,
+    """verl's ``create_rl_dataset`` on the page's exports: no row dropped, and every prompt,
     rendered as verl's agent loop renders it, passes its length cap uncut."""
     import pandas as pd
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase
@@ -221,7 +221,7 @@ def test_readme_rollout_and_reward_loop_grade_as_the_env_does(readme):
 def test_verls_default_prompt_limit_would_cut_the_task_so_the_dataset_refuses(readme):
     """At verl's default ``data.max_prompt_length`` (512) verl's agent loop keeps a long
     prompt's last 512 tokens (system turn and task statement gone, only a log warning); the
-    README's dataset class refuses the whole dataset first, naming the setting, also with
+    page's dataset class refuses the whole dataset first, naming the setting, also with
     ``data.filter_overlong_prompts=True`` (which would drop the rows instead)."""
     from omegaconf import OmegaConf
     from verl.experimental.agent_loop import agent_loop

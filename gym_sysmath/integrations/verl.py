@@ -19,7 +19,7 @@ Prompt length: verl 0.9.1 cuts a prompt longer than ``actor_rollout_ref.rollout.
 warning, losing the system turn and the task statement; ``data.truncation`` (``error`` by
 default) is read by ``RLHFDataset`` but used nowhere, and ``data.filter_overlong_prompts=True``
 drops the rows instead. Set ``data.max_prompt_length`` to fit (``VERL_MAX_PROMPT_LENGTH``, the
-README's command) and pass ``data.custom_cls.path=pkg://gym_sysmath.integrations.verl
+command in docs/integrations.md) and pass ``data.custom_cls.path=pkg://gym_sysmath.integrations.verl
 data.custom_cls.name=SysmathRLHFDataset``: verl's ``RLHFDataset`` that measures every prompt
 through the model's chat template (with ``data.apply_chat_template_kwargs``, as the agent loop
 renders it) when the trainer builds it and raises ``PromptTooLong`` (naming
@@ -59,7 +59,7 @@ PROMPT_LENGTH_SETTING = "data.max_prompt_length"
 #: verl 0.9.1's default ``data.max_prompt_length`` (``trainer/config/data/legacy_data.yaml``).
 VERL_DEFAULT_MAX_PROMPT_LENGTH = 512
 
-#: The ``data.max_prompt_length`` the README's command sets: every family's prompts fit it with
+#: The ``data.max_prompt_length`` the command in docs/integrations.md sets: every family's prompts fit it with
 #: room for a system prompt (longest with SmolLM2's chat template: CompGeom 2,850 tokens,
 #: CsappExact 1,085, LinearAlgebra 270).
 VERL_MAX_PROMPT_LENGTH = 4096

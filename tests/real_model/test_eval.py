@@ -5,7 +5,7 @@ One run is started, interrupted with SIGINT once some samples are logged, and fi
 planned sample is logged once and graded (no failure, no scoring error), each turn keeps the
 model's own text with its token usage and finish reason (a greedy request for a logged turn
 gives the logged text back), the replay gives identical rewards and verdicts, and the
-interrupted part of the log is kept as it was. The figures the README quotes are printed at
+interrupted part of the log is kept as it was. The figures docs/results.md quotes are printed at
 the end (and written to ``$GYM_SYSMATH_REAL_MODEL_REPORT`` when set).
 """
 
@@ -159,7 +159,7 @@ def test_replaying_the_log_gives_identical_rewards(runs):
 
 
 def test_report_the_measured_figures(runs, server):
-    """Not a check: the README's figures, printed (``-s``) and written to a JSON file if asked."""
+    """Not a check: the figures of docs/results.md, printed (``-s``) and written to a JSON file if asked."""
     records = read_jsonl(runs["out"] / "results.jsonl")
     turns = [turn for r in records for turn in r["turns"]]
     completion = sum(turn["usage"]["completion_tokens"] for turn in turns)

@@ -1,4 +1,4 @@
-"""The README's ``vf-eval gym-sysmath`` against SmolLM2 behind ``transformers serve``: no rollout
+"""The ``vf-eval gym-sysmath`` of docs/integrations.md against SmolLM2 behind ``transformers serve``: no rollout
 fails, and each recorded reward is the env's own grading of the reply the model gave.
 
 ``transformers serve`` ends its streams without ``data: [DONE]``, which verifiers' interception
