@@ -10,7 +10,7 @@ REAL_MODEL := $(VENV)/share/gym-sysmath/smollm2/.installed
 # `gym-sysmath serve` runs from an environment of its own: openenv pins an mcp verifiers cannot share
 SERVE_VENV ?= .venv-serve
 
-.PHONY: serve-venv setup frameworks docker browser toolchains image test test-fast run bench lint typecheck docs real-model test-real-model
+.PHONY: serve-venv setup frameworks docker browser toolchains image image-performance test test-fast run bench lint typecheck docs real-model test-real-model
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -65,6 +65,10 @@ toolchains:
 
 image: setup docker
 	$(CLI) sandbox build --bootstrap
+
+# the default image and its -perf variant (a patched cachegrind, for CompGeom's measure_performance)
+image-performance: setup docker
+	$(CLI) sandbox build --bootstrap --with-performance
 
 test: image browser frameworks real-model toolchains serve-venv
 	$(PY) -m pytest -q --durations=25

@@ -13,6 +13,8 @@ from gym_sysmath.actions import Reply
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.filters import TaskFilter
 from gym_sysmath.sandbox import ExecutionResult, ExecutionStatus, Job, Limits, Sandbox, SandboxError
+from gym_sysmath.sandbox.daemon import NO_INSTRUCTION_COUNTER, counts_instructions
+from gym_sysmath.sandbox.execution import SandboxUnavailableError
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.cases import train_cases
 from gym_sysmath.tasks.compgeom.performance import EMPTY_INPUT, performance_score
@@ -23,11 +25,10 @@ RUN_LIMITS = Limits(wall_s=10.0, cpu_s=5.0, memory_bytes=2 * 1024**3)
 PERF_LIMITS = Limits(wall_s=60.0, cpu_s=40.0, memory_bytes=2 * 1024**3, stdout_bytes=16 * 1024**2)
 COUNT_TRIES = 5
 UNEXPLAINED_KILL_BELOW = 0.75  # of the memory limit: a SIGKILL there is not the job's own OOM
-#: Whether the instruction count can be rewarded. Not while the count is kept in the counted
-#: process itself: a program can write valgrind's memory and lower cachegrind's counters (a
-#: dozen lines of Python ctypes score a 100x slower submission 1.0; SECURITY.md, "Valgrind is
-#: not a boundary"), so the score is reported (``measure_performance``), never rewarded.
-PERFORMANCE_REWARD_SAFE = False
+#: The instruction count is not rewarded while it is kept in the counted process itself: a
+#: program can write valgrind's memory and lower cachegrind's counters (a dozen lines of Python
+#: ctypes score a 100x slower submission 1.0; SECURITY.md, "Valgrind is not a boundary"), so
+#: the score is reported (``measure_performance``), never rewarded.
 PERFORMANCE_REWARD_REFUSED = (
     "performance_weight > 0 is refused: a counted program shares its process with valgrind and can "
     "lower cachegrind's counters in memory, so the score can be forged (SECURITY.md, 'Valgrind is not a "
@@ -93,16 +94,18 @@ class CompGeomEnv(SysmathEnv):
     score (`measure_performance=True`: `info["performance_score"]`) compares the instructions
     the candidate's run executes with the reference solution's in the same language (counted,
     so the same submission always gets the same score). It is reported, not rewarded:
-    `performance_weight > 0` (a reward of `1 + w * score`) is refused, because a program can
-    lower the counters valgrind keeps in its own process (`PERFORMANCE_REWARD_SAFE`).
+    `performance_weight > 0` is refused, because a program can lower the counters valgrind
+    keeps in its own process (SECURITY.md). Counting needs the sandbox image's performance
+    variant (`gym-sysmath sandbox build --with-performance`; docs/sandbox-image.md).
 
     ## Starting State
-    `reset(seed=..., options=...)`: `options` may carry `task_id`, `primitive` or `language`.
+    `reset(seed=..., options=...)`: `options` may carry `task_id`, `primitives` or `languages`
+    (the filters' own names and values: `options={"primitives": ["line2_line2"]}`).
     On the train split the reset also draws the episode's hidden cases from the env's RNG.
-    The filters (`primitives`, `languages`; `primitive` and `language` as reset options)
-    restrict everything alike: `task_ids`, `export`, `eval`, the draws of both splits and the
-    `task_id`s reset accepts (one they exclude is a `ValueError` naming the filter). A reset
-    option narrows the env's own filter for that reset only and cannot widen it.
+    The filters (`primitives`, `languages`) restrict everything alike: `task_ids`, `export`,
+    `eval`, the draws of both splits and the `task_id`s reset accepts (one they exclude is a
+    `ValueError` naming the filter). A reset option narrows the env's own filter for that reset
+    only and cannot widen it.
 
     ## Episode End
     Terminated on a submission, or when the `max_turns`-th code action is graded directly.
@@ -135,10 +138,10 @@ class CompGeomEnv(SysmathEnv):
     - `primitives`: restrict to some primitives.
     - `max_turns`: code actions allowed (default 8); `1` grades the first one directly.
     - `performance_weight`: 0 (default, and the only value taken) keeps the reward binary;
-      `w > 0` would add `w * score` and state the term in the prompt, once the count is out of
-      the counted program's reach.
-    - `measure_performance`: report `info["performance_score"]` for correct submissions even
-      when the weight is 0 (costs one counted run, and two more per task the first time).
+      any other value is refused while the count can be forged.
+    - `measure_performance`: report `info["performance_score"]` for correct submissions (costs
+      one counted run, and two more per task the first time); on a pool without the image's
+      performance variant the first step raises `SandboxUnavailableError` saying how to build it.
     - `code_via`: `"fence"` (a reply's code block is a test run) or `"tool"`: the prompt describes
       a `run_code` tool, `env.unwrapped.run_code(code)` builds and tests a candidate (at most
       `max_turns - 1` times), and every reply sent to `step` submits, graded as the last turn is.
@@ -163,8 +166,8 @@ class CompGeomEnv(SysmathEnv):
 
     family = "compgeom"
     default_max_turns = 8
-    filters = (TaskFilter("primitives", "primitive", compgeom.PRIMITIVES, option="primitive", option_many=False),
-               TaskFilter("languages", "language", compgeom.LANGUAGES, option="language", option_many=False))
+    filters = (TaskFilter("primitives", "primitive", compgeom.PRIMITIVES),
+               TaskFilter("languages", "language", compgeom.LANGUAGES))
     splits = ("eval", "train")
     default_limits = RUN_LIMITS
 
@@ -175,11 +178,10 @@ class CompGeomEnv(SysmathEnv):
                  render_mode: str | None = None, code_via: str = "fence"):
         if performance_weight < 0:
             raise ValueError(f"performance_weight must be >= 0, got {performance_weight}")
-        if performance_weight > 0 and not PERFORMANCE_REWARD_SAFE:
+        if performance_weight > 0:
             raise ValueError(PERFORMANCE_REWARD_REFUSED)
         self._tasks = {task.task_id: task for task in compgeom.load_tasks()}
-        self.performance_weight = float(performance_weight)
-        self.measure_performance = measure_performance or self.performance_weight > 0
+        self.measure_performance = measure_performance
         if self.measure_performance and sandbox == "process":  # else every correct answer is a scoring_error
             raise ValueError("performance_weight and measure_performance need sandbox='docker': instruction "
                              "counts need the container's own pid namespace, which the process backend lacks")
@@ -211,7 +213,7 @@ class CompGeomEnv(SysmathEnv):
         self._hidden = (train_cases(chosen.primitive, self.np_random, chosen.public_cases)
                         if self.split == "train" else chosen.hidden_cases)
         self._stdin_cache.pop((chosen.task_id, "train"), None)
-        statement = compgeom.prompt_for(chosen, self.max_turns, self.performance_weight, self.code_via)
+        statement = compgeom.prompt_for(chosen, self.max_turns, self.code_via)
         return Task(chosen.task_id, self.family, statement, None,
                     {"primitive": chosen.primitive, "language": chosen.language, "split": self.split})
 
@@ -269,10 +271,20 @@ class CompGeomEnv(SysmathEnv):
             return Grade(Verdict.WRONG_ANSWER, f"hidden cases passed: {report.summary()}", info)
         if not self.measure_performance:
             return Grade(Verdict.CORRECT, "", info)
-        info["performance_score"] = score = self._performance(task)
-        return Grade(Verdict.CORRECT, "", info, bonus=self.performance_weight * score)
+        info["performance_score"] = self._performance(task)
+        return Grade(Verdict.CORRECT, "", info)
 
     # ------------------------------------------------------------------ sandbox
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The pool, as the base class takes it; with ``measure_performance``, one whose image
+        cannot count instructions (the default image, not its performance variant) is refused
+        here, before a turn is spent, rather than every correct answer being a scoring_error."""
+        pool = super().sandbox
+        if self.measure_performance and pool.image_tag is not None and not counts_instructions(pool.image_tag):
+            raise SandboxUnavailableError(NO_INSTRUCTION_COUNTER)
+        return pool
 
     def _run(self, which: str, source: str | None = None, limits: Limits | None = None) -> ExecutionResult:
         """Build and run ``source`` (default: the candidate) on the ``which`` inputs of the task."""
@@ -377,6 +389,13 @@ class CompGeomEnv(SysmathEnv):
             "performance_score": None,
         }
 
+    def grading_key(self) -> dict[str, Any]:
+        """The episode's hidden cases (inputs and expected outputs) and the job's harness: what a
+        submission is graded on, for the task-set digest."""
+        assert self._current is not None
+        return {"hidden_cases": [case.to_record() for case in self._hidden],
+                "job_files": compgeom.job_files(self._current, "")}
+
     def reference_action(self) -> str:
         """The known-good solution as a code block, then (once it is the candidate) a submission."""
         task = self._current
@@ -389,7 +408,7 @@ class CompGeomEnv(SysmathEnv):
 
 
 def sandbox_runner(sandbox: Sandbox):
-    """``compgeom.verify``'s runner on a real sandbox: (language, files, stdin) -> (status, output)."""
+    """``compgeom.check_fixtures``'s runner on a real sandbox: (language, files, stdin) -> (status, output)."""
 
     def run(language: str, files: Mapping[str, str], stdin: str) -> tuple[ExecutionStatus, str]:
         result = sandbox.run(Job(language, dict(files), stdin=stdin, limits=RUN_LIMITS))

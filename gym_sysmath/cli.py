@@ -17,10 +17,18 @@ def _sandbox(args: argparse.Namespace) -> int:
 
     client = daemon.docker_client()
     if args.action == "build":
-        daemon.build_image(client, bootstrap=args.bootstrap, force=args.force, mirror=args.mirror)
+        def log(line: str) -> None:
+            print(line, flush=True)
+
+        variants = daemon.IMAGE_VARIANTS if args.with_performance else (daemon.DEFAULT_IMAGE,)
+        for variant in variants:  # the default first: the variant reuses its layers
+            daemon.build_image(client, variant=variant, bootstrap=args.bootstrap, force=args.force,
+                               mirror=args.mirror, log=log)
     elif args.action == "status":
         print(f"daemon: reachable ({client.version().get('Version', '?')})")
         print(f"image:  {daemon.image_status(client).describe()}")
+        print(f"        {daemon.image_status(client, daemon.PERFORMANCE_IMAGE).describe()} "
+              "(the performance variant: `sandbox build --with-performance`)")
         containers = daemon.our_containers(client)
         print(f"containers: {len(containers)}")
         for container in containers:
@@ -302,9 +310,9 @@ def _eval(args: argparse.Namespace) -> int:
         openai = {"model": args.model, "base_url": args.base_url, "api_key_env": args.api_key_env,
                   "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout_s": args.request_timeout,
                   "system_prompt": args.system_prompt, "connect_timeout_s": args.connect_timeout,
-                  "retries": args.retries, "retry_backoff_s": args.retry_backoff, "top_p": args.top_p,
+                  "retries": args.retries, "top_p": args.top_p,
                   "stop": tuple(args.stop) if args.stop else None, "send_seed": not args.no_request_seed,
-                  "extra_body": _extra_body(args.extra_body), "retry_max_wait_s": args.retry_max_wait,
+                  "extra_body": _extra_body(args.extra_body),
                   "max_concurrent_requests": args.model_concurrency, "requests_per_minute": args.rpm,
                   "choices_per_request": args.choices_per_request}
         specs = args.agent or [("reference", None)]
@@ -438,6 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--bootstrap", action="store_true",
                          help="build the base image with debootstrap + docker import (no registry needed)")
     sandbox.add_argument("--force", action="store_true", help="rebuild even when the image is current")
+    sandbox.add_argument("--with-performance", action="store_true",
+                         help="build: also the performance variant (a patched cachegrind for CompGeom's "
+                              "measure_performance; compiles valgrind: about 8 min more on 2 cores)")
     sandbox.add_argument("--mirror", help="Debian mirror (default: the one this host's apt uses)")
     sandbox.add_argument("--all", action="store_true", help="prune: remove every container of ours, not only orphans")
     sandbox.set_defaults(func=_sandbox)
@@ -528,7 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--seed", type=int, default=0)
     evaluation.add_argument("--out", help="directory for results.jsonl, summary.json and breakdowns.png "
                                           "(one subdirectory per agent when several)")
-    evaluation.add_argument("--resume", action="store_true", help="skip samples already in --out's results.jsonl")
+    evaluation.add_argument("--resume", action="store_true",
+                            help="skip samples already in --out's results.jsonl (refused when they were played "
+                                 "on another task set than this install's)")
     evaluation.add_argument("--overwrite", action="store_true", help="replace an existing results.jsonl")
     evaluation.add_argument("--sandbox", default="docker", choices=["docker", "process"])
     evaluation.add_argument("--env-arg", action="append", metavar="KEY=VALUE",
@@ -560,11 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--connect-timeout", type=float, default=10.0,
                       help="seconds to wait for a connection; the endpoint is checked before any episode (default 10)")
     chat.add_argument("--retries", type=int, default=3,
-                      help="extra attempts after a refused connection, a timeout, HTTP 429 or 5xx (default 3)")
-    chat.add_argument("--retry-backoff", type=float, default=1.0,
-                      help="seconds before the first retry, doubling after each, at most 30 (default 1)")
-    chat.add_argument("--retry-max-wait", type=float, default=60.0,
-                      help="the longest wait a server's Retry-After gets (default 60)")
+                      help="extra attempts after a refused connection, a timeout, HTTP 408, 409, 429 or 5xx, "
+                           "waiting what Retry-After asks or openai-python's backoff (default 3)")
     chat.add_argument("--system-prompt")
     evaluation.set_defaults(func=_eval)
 

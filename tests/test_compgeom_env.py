@@ -134,7 +134,7 @@ def test_a_negative_performance_weight_is_refused():
         gym.make("CompGeomPython-v0", performance_weight=-0.5)
 
 
-def test_measured_performance_is_reported_not_rewarded(docker_available):
+def test_measured_performance_is_reported_not_rewarded(instruction_counter):
     environment = gym.make("CompGeomPython-v0", measure_performance=True, max_turns=1)
     try:
         environment.reset(options={"task_id": "line2_line2/python"})
@@ -193,12 +193,12 @@ def test_python_candidate_traceback_shows_only_the_candidates_frames(env):
 def test_train_episode_grades_on_fresh_cases_reference_passes_and_a_tolerance_fails(docker_available, language):
     environment = gym.make("CompGeom-v0", split="train", languages=[language], max_turns=1)
     try:
-        environment.reset(seed=1, options={"primitive": "ray2_segment2"})
+        environment.reset(seed=1, options={"primitives": ["ray2_segment2"]})
         hidden = environment.unwrapped._hidden
         assert hidden != compgeom.load_tasks(["ray2_segment2"], [language])[0].hidden_cases
         _, reward, _, _, info = environment.step(environment.unwrapped.reference_action())
         assert (reward, info["verdict"], info["hidden_total"]) == (1.0, "correct", len(hidden))
-        environment.reset(seed=2, options={"primitive": "ray2_segment2"})
+        environment.reset(seed=2, options={"primitives": ["ray2_segment2"]})
         bad = bad_sources("ray2_segment2", language)[f"bad_tol_interval.{compgeom.BY_LANGUAGE[language].ext}"]
         _, reward, _, _, info = environment.step(block(language, bad))
         assert (reward, info["verdict"]) == (0.0, "wrong_answer")

@@ -1,5 +1,11 @@
 """CompGeom's performance score is an instruction count: the same submission gets the same score,
-a slower one a lower score, and a submission that games the counted run gets no bonus."""
+a slower one a lower score, and a submission that games the counted run gets no bonus.
+
+The counted runs need the sandbox image's performance variant (``gym-sysmath sandbox build
+--with-performance``); without it those tests skip, saying so, and what still runs is the score's
+arithmetic, the refusals (measure_performance on the default image, a counted job there) and
+the Dockerfile's split into the two targets. CI builds the default image only
+(docs/sandbox-image.md)."""
 
 from __future__ import annotations
 
@@ -7,9 +13,12 @@ import re
 
 import gymnasium as gym
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import gym_sysmath  # noqa: F401  (registers the ids)
 from gym_sysmath.envs.compgeom import _REFERENCE_COUNTS
+from gym_sysmath.sandbox import Job, Limits, Sandbox, SandboxError, SandboxUnavailableError, daemon
 from gym_sysmath.tasks import compgeom
 from gym_sysmath.tasks.compgeom.performance import performance_score
 
@@ -35,7 +44,7 @@ def slower(language: str, source: str, extra_calls: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def env(docker_available):
+def env(instruction_counter):
     environment = gym.make("CompGeom-v0", primitives=[PRIMITIVE], max_turns=1, measure_performance=True)
     yield environment
     environment.close()
@@ -59,6 +68,22 @@ def test_performance_score_is_the_reference_count_over_the_candidates_above_the_
         performance_score(reference=100, candidate=500, baseline=100)
 
 
+COUNT = st.integers(min_value=0, max_value=10**12)
+
+
+@given(baseline=COUNT, work=st.integers(1, 10**12), first=st.integers(1, 10**13), second=st.integers(1, 10**13),
+       idle=COUNT)
+def test_more_instructions_never_score_higher_and_at_most_the_references_score_one(baseline, work, first, second,
+                                                                                  idle):
+    # first and second: candidates' work above the baseline; idle: a count at or below it
+    reference = baseline + work
+    fewer, more = sorted((first, second))
+    scores = [performance_score(reference, baseline + extra, baseline) for extra in (fewer, more)]
+    assert 0.0 <= scores[1] <= scores[0] <= 1.0
+    assert scores[0] == 1.0 if fewer <= work else scores[0] == round(work / fewer, 4)
+    assert performance_score(reference, min(idle, baseline), baseline) == 0.0  # the starter doing nothing
+
+
 @pytest.mark.parametrize("option", [{"measure_performance": True}])
 def test_performance_on_the_process_backend_is_refused_up_front(option):
     # There every counted run is a SetupError: every correct answer would be a scoring_error.
@@ -73,7 +98,7 @@ def test_same_submission_gets_the_same_score_twice_and_a_slower_one_less(env, la
     (reward, first), (_, second) = submit(env, language, candidate), submit(env, language, candidate)
     assert (first["verdict"], first["scoring_error"]) == ("correct", None), first
     assert first["performance_score"] == second["performance_score"] < 0.9
-    assert reward == 1.0  # reported, not rewarded (envs/compgeom.py PERFORMANCE_REWARD_SAFE)
+    assert reward == 1.0  # reported, not rewarded (envs/compgeom.py PERFORMANCE_REWARD_REFUSED)
     _, own = submit(env, language, reference(language))
     assert own["performance_score"] == 1.0
 
@@ -165,38 +190,6 @@ def test_the_train_splits_counted_inputs_are_a_fixed_train_draw_never_the_eval_h
 def test_a_performance_weight_is_refused_while_the_count_can_be_forged():
     with pytest.raises(ValueError, match="can be forged"):
         gym.make("CompGeom-v0", performance_weight=0.5)
-
-
-@pytest.fixture
-def weight_allowed(monkeypatch):
-    """As the day the count is out of the program's reach: the weighted reward's own logic."""
-    monkeypatch.setattr("gym_sysmath.envs.compgeom.PERFORMANCE_REWARD_SAFE", True)
-
-
-def test_a_statement_without_a_weight_says_nothing_of_speed_and_one_with_it_states_the_term(weight_allowed):
-    plain = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], measure_performance=True)
-    weighted = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], performance_weight=0.25)
-    try:
-        assert "Speed also counts" not in plain.reset(seed=0)[0]
-        statement = weighted.reset(seed=0)[0]
-        assert "1 + 0.25 * s" in statement
-        assert all(word in statement for word in ("a process or a thread", "execs", "client request"))
-    finally:
-        plain.close()
-        weighted.close()
-
-
-@pytest.mark.docker
-def test_a_weighted_score_is_added_to_a_correct_reward(docker_available, weight_allowed):
-    weighted = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["cpp"], max_turns=1,
-                        performance_weight=0.5)
-    try:
-        reward, info = submit(weighted, "cpp", slower("cpp", reference("cpp"), extra_calls=10))
-        assert (info["verdict"], info["scoring_error"]) == ("correct", None), info
-        assert 0 < info["performance_score"] < 0.9
-        assert reward == 1.0 + 0.5 * info["performance_score"]
-    finally:
-        weighted.close()
 
 
 def test_only_a_sigkill_far_below_the_memory_limit_is_the_harness_failing():
@@ -312,3 +305,69 @@ def test_work_run_through_a_valgrind_client_call_is_not_free(env):
     _, info = submit(env, "cpp", source)
     assert (info["verdict"], info["scoring_error"]) == ("correct", None), info
     assert info["performance_score"] == 0.0  # 2,000 times the reference's work, run natively
+
+
+# ---------------------------------------------------------------- the two images
+
+def test_the_default_image_builds_nothing_of_valgrind_and_the_variant_adds_it():
+    # the classic builder builds every stage up to its target: the default's must come first
+    default = daemon.build_steps(daemon.DEFAULT_IMAGE)
+    performance = daemon.build_steps(daemon.PERFORMANCE_IMAGE)
+    assert performance[:len(default)] == default
+    assert not any(word in step.instruction for step in default for word in ("valgrind", "cachegrind"))
+    assert {"cachegrind", "performance"} <= {step.stage for step in performance[len(default):]}
+    assert "FROM sandbox AS performance" in {step.instruction for step in performance}  # the default, and more
+    assert sum(step.estimate_s for step in default) < sum(step.estimate_s for step in performance) / 2
+
+
+def test_the_two_variants_never_share_a_tag_and_only_the_variants_tag_counts():
+    default, performance = daemon.DEFAULT_IMAGE.tag(), daemon.PERFORMANCE_IMAGE.tag()
+    assert default != performance and default == daemon.image_tag()
+    assert daemon.counts_instructions(performance) and not daemon.counts_instructions(default)
+    # an image under the variant's tag built as the default (or the reverse) is not current
+    labelled = dict(tag=performance, expected_hash="h", present=True, actual_hash="h")
+    assert daemon.ImageStatus(**labelled, variant=daemon.PERFORMANCE_IMAGE, actual_variant="performance").current
+    assert not daemon.ImageStatus(**labelled, variant=daemon.PERFORMANCE_IMAGE, actual_variant="default").current
+    assert not daemon.ImageStatus(**labelled, variant=daemon.PERFORMANCE_IMAGE).current
+
+
+def test_each_steps_estimate_is_read_from_the_comment_above_it():
+    text = ("ARG A=1\nFROM a AS one\n# estimate: 240 s\nRUN x \\\n# a comment inside\n  && y\n"
+            "COPY f /f\nFROM one AS two\n# why\n# estimate: 60 s\nRUN z\n")
+    steps = daemon.dockerfile_steps(text)
+    assert [(s.number, s.stage, s.estimate_s) for s in steps] == [
+        (1, "", 0), (2, "one", 0), (3, "one", 240), (4, "one", 0), (5, "two", 0), (6, "two", 60)]
+    assert steps[2].instruction == "RUN x"
+
+
+@pytest.mark.docker
+def test_measure_performance_on_the_default_image_is_refused_before_a_turn_is_spent(docker_available):
+    from gym_sysmath.sandbox.pool import acquire_shared, release_shared
+
+    pool = acquire_shared("docker", pool_size=3)  # the env's own (no other test's), on the default image
+    pool.image_tag = daemon.image_tag()
+    environment = gym.make("CompGeom-v0", primitives=[PRIMITIVE], languages=["python"], max_turns=1,
+                           measure_performance=True, pool_size=3)
+    try:
+        environment.reset(options={"task_id": f"{PRIMITIVE}/python"})
+        with pytest.raises(SandboxUnavailableError, match="--with-performance"):
+            environment.step(environment.unwrapped.reference_action())
+    finally:
+        environment.close()
+        release_shared(pool)
+
+
+@pytest.mark.docker
+def test_a_counted_job_on_the_default_image_is_a_harness_error_naming_the_fix(docker_available):
+    if not daemon.image_status(daemon.docker_client(timeout=10)).current:
+        pytest.skip("the default image is not built (the pool runs the performance variant)")
+    box = Sandbox("docker", pool_size=1)
+    box.image_tag = daemon.image_tag()  # before its first container starts
+    try:
+        with box.lease() as lease, pytest.raises(SandboxError, match=r"no instruction counter.*--with-performance"):
+            lease.run(Job("python", {"main.py": "print(1)\n"}, limits=Limits(wall_s=30.0, cpu_s=10.0),
+                          count_instructions=True))
+        with box.lease() as lease:  # and the next job of the pool still runs
+            assert lease.run(Job("python", {"main.py": "print(1)\n"})).stdout == "1\n"
+    finally:
+        box.close()

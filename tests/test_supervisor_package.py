@@ -58,7 +58,7 @@ def test_a_status_crosses_the_wire_as_the_plain_string_it_always_was(status):
     assert execution.ExecutionResult.from_wire({"status": status.value}).status is status
 
 
-@pytest.mark.parametrize("wire", [None, "OK", "session_ended", "scoring_error", 0])
+@pytest.mark.parametrize("wire", [None, "OK", "no_session", "scoring_error", 0])
 def test_a_status_the_host_does_not_know_is_the_harness_failing(wire):
     with pytest.raises(SandboxError) as failure:
         execution.ExecutionResult.from_wire({"status": wire})
@@ -134,8 +134,10 @@ def test_the_image_copies_the_package_whole_and_runs_it_with_s_and_p():
     copied = [line.split()[1:-1] for line in dockerfile.splitlines()
               if line.startswith("COPY ") and line.endswith(" /opt/gym-sysmath/image/")]
     assert copied == [sorted(path.name for path in IMAGE_DIR.glob("*.py"))]  # __init__.py among them
-    assert dockerfile.rstrip().endswith(
-        'ENTRYPOINT ["/usr/bin/tini", "--", "python3", "-s", "-P", "/opt/gym-sysmath/image/run_supervisor.py"]')
+    entrypoint = 'ENTRYPOINT ["/usr/bin/tini", "--", "python3", "-s", "-P", "/opt/gym-sysmath/image/run_supervisor.py"]'
+    steps = daemon.dockerfile_steps(dockerfile)  # the default's stage ends with it; the variant's inherits it
+    assert [step.instruction for step in steps if step.stage == daemon.DEFAULT_IMAGE.target][-1] == entrypoint
+    assert [step.instruction for step in steps if step.instruction.startswith("ENTRYPOINT")] == [entrypoint]
     context = daemon._context_files()
     assert {f"supervisor/{path.name}" for path in PACKAGE_DIR.glob("*.py")} <= set(context)
     assert {"__init__.py", "run_supervisor.py", "toolchains.py", "Dockerfile"} <= set(context)

@@ -5,6 +5,10 @@ The image is tagged by package version and a hash of its build context (every so
 package ``gym_sysmath.sandbox.image``: the Dockerfile, the supervisor package and what it reads
 beside it), and labelled with that hash, so an image built from other sources is never used in
 its place: it is rebuilt (beside the other, which keeps working for its own checkout).
+
+The Dockerfile has two targets (``ImageVariant``): the default image, and a ``performance``
+variant that adds the patched cachegrind CompGeom's performance count needs (tagged ``...-perf``).
+A pool uses the variant when it is current, else the default (docs/sandbox-image.md).
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata, resources
@@ -30,6 +36,7 @@ IMAGE_REPOSITORY = "gym-sysmath-sandbox"
 BASE_IMAGE_REGISTRY = "debian:bookworm-slim"
 BASE_IMAGE_BOOTSTRAP = "gym-sysmath-base:bookworm"
 LABEL_CONTENT_HASH = "gym_sysmath.content_hash"
+LABEL_VARIANT = "gym_sysmath.variant"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 HOW_TO_START_DOCKER = (
@@ -47,9 +54,39 @@ def package_version() -> str:
 
 
 def image_tag() -> str:
-    """Version and content hash: images built from other sources (another checkout, an older
-    release) live beside this one instead of replacing it."""
+    """The default image's tag, version and content hash: images built from other sources
+    (another checkout, an older release) live beside this one instead of replacing it."""
     return f"{IMAGE_REPOSITORY}:{package_version()}-{content_hash()}"
+
+
+@dataclass(frozen=True)
+class ImageVariant:
+    """One target of the image's Dockerfile. Each has its own tag suffix and label, so the two
+    never share a tag, and a pool can tell from the tag whether its image counts instructions."""
+
+    name: str
+    target: str  # the Dockerfile stage it builds
+    tag_suffix: str
+
+    def tag(self) -> str:
+        return image_tag() + self.tag_suffix
+
+
+DEFAULT_IMAGE = ImageVariant("default", "sandbox", "")
+#: The default image and the patched cachegrind (``--with-performance``): slow to build, and
+#: needed only by ``measure_performance=True``, whose score is reported, never rewarded.
+PERFORMANCE_IMAGE = ImageVariant("performance", "performance", "-perf")
+IMAGE_VARIANTS = (DEFAULT_IMAGE, PERFORMANCE_IMAGE)
+NO_INSTRUCTION_COUNTER = (
+    "measure_performance=True needs instruction counts, which only the sandbox image's performance variant "
+    "can take (a patched cachegrind), and this host's pool runs the default image. Build the variant with "
+    "`gym-sysmath sandbox build --with-performance` (it compiles valgrind: about 8 more minutes on 2 cores; "
+    "docs/sandbox-image.md), or drop measure_performance.")
+
+
+def counts_instructions(tag: str) -> bool:
+    """Whether the image a pool runs (``Sandbox.image_tag``) has the instruction counter."""
+    return tag.endswith(PERFORMANCE_IMAGE.tag_suffix)
 
 
 def _is_source(name: str) -> bool:
@@ -112,32 +149,45 @@ class ImageStatus:
     expected_hash: str
     present: bool
     actual_hash: str | None
+    variant: ImageVariant = DEFAULT_IMAGE
+    actual_variant: str | None = None  # its label (images built before the variants: the default)
+
+    @property
+    def built_as(self) -> str:
+        return self.actual_variant or DEFAULT_IMAGE.name
 
     @property
     def current(self) -> bool:
-        return self.present and self.actual_hash == self.expected_hash
+        return self.present and self.actual_hash == self.expected_hash and self.built_as == self.variant.name
 
     def describe(self) -> str:
         if self.current:
             return f"{self.tag}: current (content hash {self.expected_hash})"
         if not self.present:
             return f"{self.tag}: missing"
+        if self.actual_hash == self.expected_hash:
+            return f"{self.tag}: stale (built as the {self.built_as} variant, not the {self.variant.name})"
         return f"{self.tag}: stale (built from {self.actual_hash}, sources are {self.expected_hash})"
 
 
-def image_status(client: Any) -> ImageStatus:
+def image_status(client: Any, variant: ImageVariant = DEFAULT_IMAGE) -> ImageStatus:
     import docker
 
-    tag = image_tag()
+    tag = variant.tag()
     try:
         image = client.images.get(tag)
     except docker.errors.ImageNotFound:
-        return ImageStatus(tag, content_hash(), False, None)
+        return ImageStatus(tag, content_hash(), False, None, variant)
     labels = image.attrs.get("Config", {}).get("Labels") or {}
-    return ImageStatus(tag, content_hash(), True, labels.get(LABEL_CONTENT_HASH))
+    return ImageStatus(tag, content_hash(), True, labels.get(LABEL_CONTENT_HASH), variant, labels.get(LABEL_VARIANT))
 
 
 def require_current_image(client: Any) -> str:
+    """The tag a pool starts its containers from: the performance variant when it is current
+    (it is the default image and the counter), else the default; neither current is an error."""
+    performance = image_status(client, PERFORMANCE_IMAGE)
+    if performance.current:
+        return performance.tag
     status = image_status(client)
     if not status.current:
         raise SandboxUnavailableError(
@@ -192,15 +242,67 @@ def bootstrap_base(client: Any, mirror: str, log: Callable[[str], None]) -> None
         client.api.import_image_from_file(archive, repository=repository, tag=tag)
 
 
-def build_image(client: Any, *, bootstrap: bool = False, force: bool = False,
-                mirror: str | None = None, log: Callable[[str], None] = print) -> ImageStatus:
-    """Build the sandbox image unless a current one exists; a stale one is rebuilt."""
+#: A comment line ``# estimate: N s`` above a Dockerfile step: how long the step took from
+#: nothing (--no-cache) on a busy 2-core machine (docs/sandbox-image.md has the measurements).
+_ESTIMATE = re.compile(r"#\s*estimate:\s*(\d+)\s*s\b")
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """One instruction of the Dockerfile, numbered as the classic builder's ``Step N/M``."""
+
+    number: int
+    stage: str  # the name of the stage it belongs to ("" before the first FROM)
+    instruction: str  # its first line
+    estimate_s: int  # 0 where the Dockerfile gives none: a step of seconds
+
+
+def dockerfile_steps(text: str) -> list[BuildStep]:
+    """The Dockerfile's instructions in order, each with the estimate written above it."""
+    steps: list[BuildStep] = []
+    stage, estimate, continued = "", 0, False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or (continued and line.startswith("#")):  # Docker drops these inside an instruction too
+            continue
+        if continued:
+            continued = line.endswith("\\")
+            continue
+        if line.startswith("#"):
+            found = _ESTIMATE.fullmatch(line)
+            estimate = int(found.group(1)) if found else estimate
+            continue
+        words = line.split()
+        if words[0].upper() == "FROM":
+            stage = words[3] if len(words) >= 4 and words[2].upper() == "AS" else f"stage{len(steps)}"
+        steps.append(BuildStep(len(steps) + 1, stage, line.rstrip("\\ "), estimate))
+        estimate, continued = 0, line.endswith("\\")
+    return steps
+
+
+def build_steps(variant: ImageVariant) -> list[BuildStep]:
+    """The steps a build of ``variant`` runs: every stage up to its target, as the classic
+    builder does (the default's stage comes first, so it builds nothing of valgrind's)."""
+    steps = dockerfile_steps(_context_files()["Dockerfile"].decode())
+    last = max(step.number for step in steps if step.stage == variant.target)
+    return steps[:last]
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def build_image(client: Any, *, variant: ImageVariant = DEFAULT_IMAGE, bootstrap: bool = False,
+                force: bool = False, mirror: str | None = None, log: Callable[[str], None] = print) -> ImageStatus:
+    """Build ``variant`` of the sandbox image unless a current one exists (a stale one is
+    rebuilt), saying each step as it starts with its estimate, and the time it all took."""
     import docker
 
-    status = image_status(client)
+    status = image_status(client, variant)
     if status.current and not force:
         log(status.describe())
         return status
+    started = time.monotonic()
     mirror = mirror or host_mirror()
     try:  # a base made by an earlier --bootstrap is used even without the flag
         client.images.get(BASE_IMAGE_BOOTSTRAP)
@@ -211,28 +313,48 @@ def build_image(client: Any, *, bootstrap: bool = False, force: bool = False,
         if bootstrap:
             bootstrap_base(client, mirror, log)
             base = BASE_IMAGE_BOOTSTRAP
+    steps = {step.number: step for step in build_steps(variant)}
+    cached = variant is not DEFAULT_IMAGE and image_status(client).current  # its stage's layers are
+    expected = sum(step.estimate_s for step in steps.values() if not (cached and step.stage == DEFAULT_IMAGE.target))
     with tempfile.TemporaryDirectory(prefix="gym-sysmath-context-") as context:
         for name, data in _context_files().items():
             path = os.path.join(context, *name.split("/"))
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as handle:
                 handle.write(data)
-        log(f"docker build {status.tag} FROM {base}")
+        labels = {LABEL_CONTENT_HASH: status.expected_hash, LABEL_VARIANT: variant.name}  # a step each
+        log(f"docker build {status.tag} (target {variant.target}) FROM {base}: {len(steps) + len(labels)} steps, "
+            f"about {_minutes(expected)} on a busy 2-core machine" + (", the default's cached" if cached else ""))
         mirror_host = mirror.rsplit("/debian", 1)[0]
-        stream = client.api.build(path=context, tag=status.tag, rm=True, forcerm=True, decode=True,
-                                  buildargs={"BASE_IMAGE": base, "DEBIAN_MIRROR": mirror_host},
-                                  labels={LABEL_CONTENT_HASH: status.expected_hash})
+        stream = client.api.build(path=context, tag=status.tag, target=variant.target, rm=True, forcerm=True,
+                                  decode=True, buildargs={"BASE_IMAGE": base, "DEBIAN_MIRROR": mirror_host},
+                                  labels=labels)
         for chunk in stream:
             if "error" in chunk:
                 raise SandboxUnavailableError(f"docker build failed: {chunk['error'].strip()}")
-            text = chunk.get("stream", "").rstrip()
-            if text.startswith("Step ") or "rustc " in text:
-                log(text)
-    final = image_status(client)
+            _log_build_output(chunk.get("stream", "").rstrip(), steps, started, log)
+    final = image_status(client, variant)
     if not final.current:
         raise SandboxUnavailableError(f"build finished but the image is not current: {final.describe()}")
-    log(final.describe())
+    log(f"{final.describe()}; built in {_minutes(time.monotonic() - started)}")
     return final
+
+
+_STEP = re.compile(r"Step (\d+)/(\d+) : (.*)")
+
+
+def _log_build_output(text: str, steps: dict[int, BuildStep], started: float, log: Callable[[str], None]) -> None:
+    """A step as it starts (elapsed time, number, instruction, estimate), and rustc's version."""
+    found = _STEP.match(text)
+    if found:
+        number, total, instruction = int(found.group(1)), found.group(2), found.group(3)
+        step = steps.get(number)
+        estimate = f" (about {_minutes(step.estimate_s)})" if step and step.estimate_s else ""
+        elapsed = int(time.monotonic() - started)
+        shown = instruction if len(instruction) <= 72 else instruction[:69] + "..."
+        log(f"[{elapsed // 60:2d}:{elapsed % 60:02d}] step {number}/{total}{estimate}: {shown}")
+    elif "rustc " in text:
+        log(text)
 
 
 # --------------------------------------------------------------------------- containers

@@ -160,7 +160,7 @@ class ExecutionResult:
                 cached=bool(data.get("cached")),
                 defined=bool(data.get("defined")),
                 value=decode_value(data.get("value")),
-                turn_ended_session=bool(data.get("session_ended")),  # the wire keeps the image's name
+                turn_ended_session=bool(data.get("turn_ended_session")),
                 instructions=_count(data.get("instructions")),
             )
         except (TypeError, ValueError) as exc:

@@ -35,7 +35,7 @@ from gym_sysmath.sandbox.execution import (
     SandboxError,
     SandboxUnavailableError,
 )
-from gym_sysmath.sandbox.image.supervisor.statuses import SESSION_ENDED as SESSION_UNKNOWN  # no such session
+from gym_sysmath.sandbox.image.supervisor.statuses import NO_SESSION
 from gym_sysmath.sandbox.workers import ContainerSettings, DockerWorker, ProcessWorker, Worker
 
 #: Pool events: containers started (debug), purged and reused (debug), lost (warning), destroyed
@@ -604,7 +604,7 @@ class PythonSession:
              "limits": self.limits.to_wire()},
             self.limits.wall_s + 30.0)  # room for the stop, the kills and the disk check after a turn
         raw = reply.get("result") or {}
-        if raw.get("status") == SESSION_UNKNOWN:
+        if raw.get("status") == NO_SESSION:
             raise SandboxError("session_lost", str(raw.get("detail", "the session is gone")))
         return ExecutionResult.from_wire(raw)
 

@@ -12,7 +12,9 @@ within one language. An instruction count does not depend on the machine's load,
 submission gets the same score on an idle or a busy machine (``benchmarks/perf_score.py``). What
 the candidate does anywhere in its process (at import, in a static initialiser, on reading its
 input) is its own work and counts; the counted run cannot exec, gets no count if it forks or starts a thread, and
-its output is graded like the hidden run's, so skipped work earns nothing.
+its output is graded like the hidden run's, so skipped work earns nothing. The counter is in the
+sandbox image's performance variant only (``gym-sysmath sandbox build --with-performance``,
+docs/sandbox-image.md); the score is reported, never rewarded (SECURITY.md).
 """
 
 from __future__ import annotations

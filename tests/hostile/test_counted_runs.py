@@ -16,7 +16,7 @@ TRIES = 5  # as the env retries a counted run SIGKILLed by someone else (envs/co
 
 
 @pytest.fixture(scope="module")
-def lease(docker_available):
+def lease(instruction_counter):
     sandbox = Sandbox(pool_size=1)
     rollout = sandbox.lease()
     yield rollout

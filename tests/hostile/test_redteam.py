@@ -149,7 +149,7 @@ _sys.stdout = _Tee(_sys.stdout)
 '''
 
 
-def test_compgeom_timing_runs_memoised_in_time_wait_sockets(docker_available):
+def test_compgeom_timing_runs_memoised_in_time_wait_sockets(instruction_counter):
     """A correct candidate ~10x slower than the reference (an honest performance_score of about
     0.15) tries to memoise its timing output in TIME_WAIT sockets and print it back in a later
     run. Sockets are unix only, and the score is now one counted run with nothing before it to

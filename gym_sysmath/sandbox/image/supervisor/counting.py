@@ -47,6 +47,14 @@ GUARDED_RLIMITS = (0, 1, 15)  # RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_RTTIME
 #: Jobs of one supervisor run one at a time and each job's dir is removed before the next.
 COUNTED_JOB_DIR = "job-counted"
 _VALGRIND_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+#: Why a counted job is refused where the counter is not installed (the default image).
+NO_COUNTER = ("this sandbox has no instruction counter: counted runs need the Docker backend and the image's "
+              "performance variant (`gym-sysmath sandbox build --with-performance`)")
+
+
+def counter_installed() -> bool:
+    """Whether valgrind is here: only the image's ``performance`` target installs it."""
+    return os.path.isfile(VALGRIND_LAUNCHER) and os.path.isdir(VALGRIND_LIB)
 
 
 def counted_argv(program: list[str], workdir: str) -> list[str]:

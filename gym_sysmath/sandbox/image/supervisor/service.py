@@ -21,7 +21,7 @@ from .purge import SHM_DIR, empty_dir, kill_job_processes, purge_uid, request_re
 from .runtime import IS_ROOT, SetupError
 from .sessions import SESSION_FILES, DiskBudget, Session
 from .stages import StageRunner, prepare_workdir
-from .statuses import SESSION_ENDED, ExecutionStatus
+from .statuses import NO_SESSION, ExecutionStatus
 
 #: Imported once by the supervisor so that forked jobs get them for free (and so that, under
 #: the process backend, they work even where the job's uid cannot read the interpreter's files).
@@ -55,7 +55,7 @@ class Supervisor:
         if op == "session_run":
             session = self.sessions.get(request["session"])
             if session is None:
-                return {"ok": True, "result": {"status": SESSION_ENDED, "detail": "unknown session"}}
+                return {"ok": True, "result": {"status": NO_SESSION, "detail": "unknown session"}}
             result = session.run(request["code"], request.get("fetch"), with_defaults(request.get("limits")))
             if session.ended:
                 self.sessions.pop(request["session"], None)
@@ -74,6 +74,8 @@ class Supervisor:
     def run_job(self, job: dict) -> dict:
         uid = self.uid_base
         counted = bool(job.get("count_instructions"))
+        if counted and not counting.counter_installed():
+            raise SetupError(counting.NO_COUNTER)
         workdir = os.path.join(self.scratch, COUNTED_JOB_DIR if counted else self._fresh_name("job"))
         language = job["language"]
         files = dict(job.get("files") or {})

@@ -17,7 +17,7 @@ from .protocol import FrameError, take_frame, write_frame
 from .purge import purge_uid, request_retirement
 from .runtime import IS_ROOT
 from .stages import classify, prepare_workdir
-from .statuses import ExecutionStatus
+from .statuses import NO_SESSION, ExecutionStatus
 from .values import sanitize_value
 
 SESSION_REPLY_MAX_BYTES = 8 * 1024 * 1024
@@ -78,7 +78,7 @@ class Session:
 
     def run(self, code: str, fetch: str | None, turn_limits: dict) -> dict:
         if self.ended:
-            return {"status": "session_ended", "detail": self.ended}
+            return {"status": NO_SESSION, "detail": self.ended}
         self._discard_pending_output()
         started = time.monotonic()
         deadline = started + turn_limits["wall_s"]
@@ -93,7 +93,7 @@ class Session:
             return {"status": ExecutionStatus.RUNTIME_ERROR, "stdout": "",
                     "stderr": "sandbox: the session process is gone\n", "exit_code": None, "signal": None,
                     "stdout_truncated": False, "stderr_truncated": False, "wall_s": 0.0, "cpu_s": 0.0,
-                    "peak_memory_bytes": 0, "session_ended": True}
+                    "peak_memory_bytes": 0, "turn_ended_session": True}
         caps = {self.out_r: turn_limits["stdout_bytes"], self.err_r: turn_limits["stderr_bytes"]}
         buffers = {self.out_r: bytearray(), self.err_r: bytearray()}
         truncated = {self.out_r: False, self.err_r: False}
@@ -152,13 +152,13 @@ class Session:
                 verdict = ExecutionStatus.RUNTIME_ERROR
             result["status"] = verdict
             self._terminate(f"the session ended with {verdict}")
-            result["session_ended"] = True
+            result["turn_ended_session"] = True
             return result
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             result["status"] = ExecutionStatus.RUNTIME_ERROR
             result["stderr"] += "\nsandbox: the session broke its reply protocol\n"
             self._terminate("protocol violated by the session")
-            result["session_ended"] = True
+            result["turn_ended_session"] = True
             return result
         result["status"] = ExecutionStatus.OK if reply["ok"] else classify(
             {**result, "exit_code": 1}, None, self.limits, bytes(buffers[self.err_r]))  # MemoryError: memory_limit
@@ -169,14 +169,14 @@ class Session:
         if not self._stop_between_turns(last_pid_before):
             result["stderr"] += "\nsandbox: the session's threads did not stop after the turn; the session was ended\n"
             self._terminate("its threads did not stop between turns")
-            result["session_ended"] = True
+            result["turn_ended_session"] = True
             return result
         if self.disk and self._over_disk_budget(self.disk, usage_before):
             result["status"] = ExecutionStatus.OUTPUT_LIMIT
             result["stderr"] += (f"\nsandbox: the session's files passed {self.disk.bytes // 2**20} MiB or "
                                  f"{self.disk.files} files in all; the session was ended\n")
             self._terminate("its files passed the session's disk budget")
-            result["session_ended"] = True
+            result["turn_ended_session"] = True
         return result
 
     def _over_disk_budget(self, disk: DiskBudget, usage_before: tuple[int, int]) -> bool:

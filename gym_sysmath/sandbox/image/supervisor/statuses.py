@@ -18,6 +18,7 @@ class ExecutionStatus(StrEnum):
     OUTPUT_LIMIT = "output_limit"
 
 
-#: Not how a turn ended but what a session turn gets back when the supervisor has no such session
-#: (its process was retired): the host raises ``session_lost`` and replays the session.
-SESSION_ENDED = "session_ended"
+#: Not how a turn ended but what a session turn gets back when the supervisor has no live session of
+#: that name (unknown, or its process was retired): the host raises ``session_lost`` and replays the
+#: session. Distinct from a result's ``turn_ended_session`` flag: that turn itself ended its session.
+NO_SESSION = "no_session"
