@@ -213,10 +213,6 @@ SAME_ROLE = {
     "LANGUAGES": "one list twice: the sandbox's toolchains and CompGeom's task languages, held equal by "
                  "tests/test_toolchains.py (the sandbox's is in the image's sources: renaming it rebuilds the image)",
 }
-#: Classes another change owns: ``agents.Reply`` goes with the eval client's rewrite (issue 27, item 6).
-OWNED_ELSEWHERE = {"Reply"}
-
-
 def _is_alias(node: ast.Assign | ast.AnnAssign) -> bool:
     """``Q = Fraction``, ``T = TypeVar("T")``: a type's other name, not a constant."""
     value = node.value
@@ -252,7 +248,7 @@ def public_definitions() -> dict[str, list[str]]:
 def test_no_two_public_classes_or_constants_share_a_name():
     shared = {name: modules for name, modules in public_definitions().items() if len(modules) > 1}
     unexplained = {name: modules for name, modules in shared.items()
-                   if name not in SAME_ROLE and name not in OWNED_ELSEWHERE}
+                   if name not in SAME_ROLE}
     assert not unexplained, f"one name, two things: rename one of each {unexplained}"
     stale = sorted(set(SAME_ROLE) - set(shared))
     assert not stale, f"no longer defined twice, so no longer allowed: drop {stale} from SAME_ROLE"
