@@ -140,6 +140,11 @@ class _TakesTaskSet(type):
     def __call__(cls, *args: Any, task_set: str | int | None = None, **kwargs: Any) -> Any:
         if task_set is not None:
             require(cls.family, task_set)
+        accepted = cls.__signature__.parameters  # set in __init__ above
+        if not any(parameter.kind is parameter.VAR_KEYWORD for parameter in accepted.values()):
+            for key in kwargs:  # a misspelled gym.make argument: Python's TypeError, with a did-you-mean
+                if key not in accepted:
+                    raise TypeError(str(unknown_name("argument", key, tuple(accepted), where=cls.__name__)))
         return super().__call__(*args, **kwargs)
 
 

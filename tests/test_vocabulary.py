@@ -8,6 +8,7 @@ No Docker: refusing a filter, and resetting, run nothing."""
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import re
 from pathlib import Path
@@ -160,6 +161,26 @@ def test_a_near_miss_of_a_reset_option_is_refused_with_a_did_you_mean(data):
                          rf"did you mean '(\w+)'\? \(choose from {re.escape(', '.join(options))}\)", message)
     assert match is not None, message
     assert match[1] in options and one_edit_apart(miss, match[1])
+
+
+ARGUMENTS = [(env_id, name) for env_id in all_ids() for name in inspect.signature(env_class(env_id)).parameters
+             if len(name) > 3]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_near_miss_of_a_make_argument_is_refused_with_a_did_you_mean(data):
+    """``gym.make(id, dificulty="easy")``: Python's TypeError, naming the argument it was close to."""
+    env_id, argument = data.draw(st.sampled_from(ARGUMENTS), label="argument")
+    accepted = inspect.signature(env_class(env_id)).parameters
+    miss = data.draw(near_miss(argument).filter(lambda text: text not in accepted and text.isidentifier()),
+                     label="miss")
+    with pytest.raises(TypeError) as refused:
+        gym.make(env_id, **{miss: None})
+    match = re.search(rf"{env_class(env_id).__name__}: unknown argument {re.escape(repr(miss))}; "
+                      rf"did you mean '(\w+)'\?", str(refused.value))
+    assert match is not None, str(refused.value)
+    assert match[1] in accepted and one_edit_apart(miss, match[1])
 
 
 @pytest.mark.parametrize(("env_id", "entry"), [(env_id, entry) for env_id, entry in FILTERS
