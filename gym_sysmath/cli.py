@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from gym_sysmath.filters import unknown_name
 from gym_sysmath.terminal import escape_controls
 
 
@@ -136,7 +137,7 @@ def _export(args: argparse.Namespace) -> int:
     from gym_sysmath.integrations.episodes import chat_prompt, task_kwargs
 
     if args.env_id not in env_ids():
-        print(f"gym-sysmath: unknown env id {args.env_id!r}; registered: {', '.join(env_ids())}", file=sys.stderr)
+        print(f"gym-sysmath: {unknown_name('env id', args.env_id, env_ids())}", file=sys.stderr)
         return 2
     if args.format != "jsonl":
         return _export_for_trainer(args)
@@ -323,7 +324,7 @@ def _eval(args: argparse.Namespace) -> int:
         agents = [make_agent(kind, argument, **openai) for kind, argument in specs]
         unknown = sorted(set(requested) - set(registered))
         if unknown:
-            raise EvalError(f"unknown env id(s) {unknown}; registered: {', '.join(registered)}")
+            raise EvalError(str(unknown_name("env id", unknown[0], tuple(registered))))
         make_kwargs = {"sandbox": args.sandbox, **_env_args(args.env_arg)}
         runs = []
         if ray is not None:  # one connection for every agent
