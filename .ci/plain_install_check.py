@@ -32,3 +32,10 @@ assert installed == expected, f"task sets differ: checkout {expected}, plain ins
 problems = check()
 assert not problems, "the plain install's task sets are not the recorded ones:\n" + "\n".join(problems)
 print(f"plain install: task sets {installed} match the checkout and their recorded digests")
+
+# Generated files are generated: CompGeom's bad fixtures are built in memory, never shipped.
+from pathlib import Path  # noqa: E402
+
+shipped = sorted(Path(gym_sysmath.__file__).parent.glob("tasks/compgeom/*/fixtures/bad_*"))
+assert not shipped, f"the wheel ships {len(shipped)} generated bad fixtures, e.g. {shipped[0]}"
+print("plain install: no generated bad fixture shipped")

@@ -9,9 +9,11 @@ into a ``scoring_error`` that truncates the episode instead of masquerading as a
 
 from __future__ import annotations
 
+import abc
 import functools
 import inspect
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -118,18 +120,29 @@ ROLES = {"prompt": "user", "action": "assistant", "observation": "user"}
 CODE_VIA = ("fence", "tool")
 
 
-class _TakesTaskSet(type):
+def _signature(function: Any) -> inspect.Signature:
+    """``inspect.signature`` that leaves annotations unevaluated on Python 3.14 as before it: a
+    plug-in's constructor may annotate with a name only imported under ``TYPE_CHECKING``."""
+    if sys.version_info >= (3, 14):
+        import annotationlib
+
+        return inspect.signature(function, annotation_format=annotationlib.Format.FORWARDREF)
+    return inspect.signature(function)
+
+
+class _TakesTaskSet(abc.ABCMeta):
     """Lets every family take ``task_set=`` without declaring it: ``gym.make("CsappExact-v0",
     task_set="csapp@1")`` checks the pin against the installed task set (``task_sets.require``:
     another version is refused, naming the installed one and where the other shipped) and drops
-    it before the family's own ``__init__`` runs."""
+    it before the family's own ``__init__`` runs (unless that ``__init__`` declares ``task_set``
+    itself). An ``ABCMeta``, so a plug-in may mix ``abc.ABC`` in."""
 
     family: str  # what SysmathEnv declares
 
     def __init__(cls, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(name, bases, namespace, **kwargs)
         # inspect.signature(cls) would read __call__ below: show the family's arguments and task_set
-        own = inspect.signature(cls.__init__)  # type: ignore[misc]  # the family's constructor, as declared
+        own = _signature(cls.__init__)  # type: ignore[misc]  # the family's constructor, as declared
         parameters = list(own.parameters.values())[1:]
         if "task_set" not in own.parameters:
             at = next((i for i, p in enumerate(parameters) if p.kind is p.VAR_KEYWORD), len(parameters))
@@ -140,6 +153,8 @@ class _TakesTaskSet(type):
     def __call__(cls, *args: Any, task_set: str | int | None = None, **kwargs: Any) -> Any:
         if task_set is not None:
             require(cls.family, task_set)
+            if "task_set" in _signature(cls.__init__).parameters:  # type: ignore[misc]  # the family takes it too
+                kwargs["task_set"] = task_set
         accepted = cls.__signature__.parameters  # set in __init__ above
         if not any(parameter.kind is parameter.VAR_KEYWORD for parameter in accepted.values()):
             for key in kwargs:  # a misspelled gym.make argument: Python's TypeError, with a did-you-mean
@@ -435,6 +450,9 @@ class SysmathEnv(gym.Env[str, str], metaclass=_TakesTaskSet):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._end_episode()
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"{type(self).__name__}: reset options must be a dict such as "
+                            f"{{'task_id': ...}}, got {type(options).__name__}")
         options = dict(options or {})
         for key in options:
             if key not in self.reset_options:

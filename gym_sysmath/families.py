@@ -30,7 +30,7 @@ class EnvId:
 class Family:
     """A family's registry row. Entry points are ``"module:attribute"`` strings, so nothing is
     imported until used and a Gymnasium spec pickles and has a JSON form. Every id also gets the
-    batched vector env (``gym_sysmath.vector:<id>``, i.e. ``vector.make_vector``): a row names none."""
+    batched vector env (``gym_sysmath.vector_ids:<id>``, i.e. ``vector.make_vector``): a row names none."""
 
     name: str  #: the family name: ``env.unwrapped.family``, ``tasks/<name>/``, ``gym-sysmath verify <name>``
     entry_point: str  #: the env class
@@ -132,7 +132,7 @@ def _register_with_gymnasium(row: Family) -> None:
     for entry in row.ids:
         if entry.env_id not in gym.registry:
             gym.register(id=entry.env_id, entry_point=row.entry_point, kwargs=dict(entry.kwargs),
-                         vector_entry_point=f"gym_sysmath.vector:{entry.env_id}", disable_env_checker=False)
+                         vector_entry_point=f"gym_sysmath.vector_ids:{entry.env_id}", disable_env_checker=False)
 
 
 def register_family(row: Family) -> None:

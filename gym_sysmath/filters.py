@@ -11,7 +11,7 @@ filters without the env base."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -37,15 +37,28 @@ def edit_distance(first: str, second: str) -> int:
     return previous[-1]
 
 
+#: A value longer than this is no typo of a name: no suggestion is looked for (the edit distance is
+#: quadratic, and a reset option's value can be a megabyte from a remote client).
+LONGEST_TYPO = 100
+#: How much of a refused value an error message repeats.
+SHOWN_CHARACTERS = 80
+
+
 def nearest(value: str, known: Sequence[str]) -> str | None:
     """The name of ``known`` that ``value`` most likely misspells, or ``None`` when none is close:
     fewest edits (case ignored), then difflib's similarity, then ``known``'s order."""
+    if len(value) > LONGEST_TYPO:
+        return None
     folded = value.casefold()
+    allowance = max(1, int(len(value) * EDITS_PER_CHARACTER))
     ranked = []
     for index, name in enumerate(known):
+        if (abs(len(name) - len(value)) > allowance
+                and difflib.SequenceMatcher(None, value, name).real_quick_ratio() < CLOSE_RATIO):
+            continue  # neither test below can pass: too far apart in length alone
         edits = edit_distance(folded, name.casefold())
         ratio = difflib.SequenceMatcher(None, value, name).ratio()
-        if edits <= max(1, int(len(value) * EDITS_PER_CHARACTER)) or ratio >= CLOSE_RATIO:
+        if edits <= allowance or ratio >= CLOSE_RATIO:
             ranked.append((edits, -ratio, index, name))
     return min(ranked)[-1] if ranked else None
 
@@ -60,7 +73,14 @@ def unknown_name(noun: str, value: object, known: Sequence[str], *, where: str =
     hint = f"; did you mean {close!r}?" if close is not None else ""
     prefix = f"{where}: " if where else ""
     choices = f"see {listed_in}" if listed_in else f"choose from {', '.join(known)}"
-    return ValueError(f"{prefix}unknown {noun} {value!r}{hint} ({choices})")
+    return ValueError(f"{prefix}unknown {noun} {shown(value)}{hint} ({choices})")
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, cut to ``SHOWN_CHARACTERS`` with the length it had: an error message
+    names a refused value, it does not echo a megabyte of it."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS]}... ({len(text):,} characters)"
 
 
 @overload
@@ -77,6 +97,8 @@ def filter_names(name: str, value: Any) -> tuple[str, ...] | None:
         return None
     if isinstance(value, str):
         raise TypeError(f"{name} must be a list of names, not the string {value!r}: write {name}=[{value!r}]")
+    if isinstance(value, Mapping):  # tuple({"vm": False}) is ("vm",): a dict is no list of names
+        raise TypeError(f"{name} must be a list of names, got {type(value).__name__}")
     try:
         names = tuple(value)
     except TypeError:

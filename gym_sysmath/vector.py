@@ -1,7 +1,7 @@
 """Batched stepping: n envs of one family whose sandbox jobs run concurrently on one pool.
 
-Every registered id's ``vector_entry_point`` (``gym_sysmath.vector:<id>``, read by this module's
-``__getattr__``) is ``make_vector(id, ...)``, so
+Every registered id's ``vector_entry_point`` (``gym_sysmath.vector_ids:<id>``, see that module)
+is ``make_vector(id, ...)``, so
 ``gym.make_vec(id, n, vectorization_mode="vector_entry_point")`` returns this for every family. Unlike
 ``SyncVectorEnv`` (one job at a time) or ``AsyncVectorEnv`` (a process, and a pool, per env),
 the n envs live in this process, share one warm pool, and step in threads: the host only
@@ -14,7 +14,7 @@ import contextlib
 import functools
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -296,15 +296,3 @@ def make_vector(env_id: str, num_envs: int = 1, **kwargs: Any) -> SysmathVectorE
     if not isinstance(spec.entry_point, str):  # every family row names its class as "module:Class"
         raise TypeError(f"{env_id} is not a gym-sysmath id: its entry point is {spec.entry_point!r}")
     return SysmathVectorEnv(spec.entry_point, num_envs=num_envs, **{**spec.kwargs, **kwargs})
-
-
-def __getattr__(name: str) -> Callable[..., SysmathVectorEnv]:
-    """``gym_sysmath.vector:<env id>``, the ``vector_entry_point`` the family registry gives every
-    id: ``make_vector`` for that id. Gymnasium calls a vector entry point with ``num_envs`` and
-    kwargs only, never the id, and loads a string one with ``getattr``; a string (not a closure)
-    keeps each spec picklable and JSON-serialisable."""
-    from gym_sysmath.families import family_of
-
-    if family_of(name) is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r} (nor a registered gym-sysmath id)")
-    return functools.partial(make_vector, name)

@@ -193,3 +193,28 @@ def test_get_attr_reads_each_episode_s_messages():
         assert [m[0]["content"] for m in envs.get_attr("messages")] == list(observations)
     finally:
         envs.close()
+
+
+def test_a_plug_in_family_may_mix_in_abc_and_take_its_own_task_set_argument():
+    """The base class's metaclass (which checks ``task_set=`` pins) is an ``ABCMeta``, and a
+    family that declares ``task_set`` itself receives it after the check."""
+    import abc
+
+    from gym_sysmath.envs.linalg import LinearAlgebraEnv
+    from gym_sysmath.task_sets import installed
+
+    class Described(abc.ABC):
+        @abc.abstractmethod
+        def describe(self) -> str: ...
+
+    class Mixed(LinearAlgebraEnv, Described):
+        def __init__(self, *, task_set: str | None = None, **kwargs):
+            self.asked_for = task_set
+            super().__init__(**kwargs)
+
+        def describe(self) -> str:
+            return "mixed"
+
+    label = installed("linalg").label
+    assert Mixed(task_set=label).asked_for == label
+    assert Mixed().asked_for is None

@@ -39,6 +39,8 @@ def _imported(node: ast.AST, importer: str, is_package: bool, known: dict[str, P
     the module ``a.b`` when there is one, else takes the name ``b`` from ``a``."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
+    if isinstance(node, ast.Call):
+        return _loaded_by_call(node, known)
     if not isinstance(node, ast.ImportFrom):
         return []
     base = node.module or ""
@@ -47,6 +49,25 @@ def _imported(node: ast.AST, importer: str, is_package: bool, known: dict[str, P
         anchor = parts[: len(parts) - node.level + (1 if is_package else 0)]
         base = ".".join([*anchor, base] if base else anchor)
     return [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+
+
+def _loaded_by_call(node: ast.Call, known: dict[str, Path]) -> list[str]:
+    """``importlib.import_module("a.b")`` and ``__import__("a.b")`` load ``a.b``; an f-string
+    (``f"gym_sysmath.tasks.{name}.build"``) loads at least the module its constant prefix names."""
+    function = node.func
+    name = (function.attr if isinstance(function, ast.Attribute)
+            else function.id if isinstance(function, ast.Name) else "")
+    if name not in ("import_module", "__import__") or not node.args:
+        return []
+    argument = node.args[0]
+    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+        return [argument.value]
+    if isinstance(argument, ast.JoinedStr) and argument.values and isinstance(argument.values[0], ast.Constant):
+        prefix = str(argument.values[0].value).rstrip(".")
+        while prefix and prefix not in known:
+            prefix = prefix.rpartition(".")[0]
+        return [prefix] if prefix else []
+    return []
 
 
 def import_edges() -> dict[str, set[str]]:
@@ -105,6 +126,14 @@ def test_the_scan_sees_the_families_homes_and_lazy_imports():
 
 def test_no_import_cycle_between_modules():
     assert cycles(import_edges()) == []
+
+
+def test_the_scan_sees_a_module_loaded_by_name():
+    """``verification`` loads CompGeom's build module by its name: an edge all the same."""
+    assert "gym_sysmath.tasks.compgeom.build" in import_edges()["gym_sysmath.verification"]
+    call = ast.parse('importlib.import_module(f"gym_sysmath.tasks.{family}.build")').body[0]
+    assert isinstance(call, ast.Expr) and isinstance(call.value, ast.Call)
+    assert _loaded_by_call(call.value, modules()) == ["gym_sysmath.tasks"]
 
 
 def test_the_cycle_finder_finds_a_cycle_through_three_modules():

@@ -15,9 +15,9 @@ from gym_sysmath.vector import SysmathVectorEnv, make_vector
 @pytest.mark.filterwarnings("ignore:sandbox='process'")  # resets run no code
 @pytest.mark.parametrize("env_id", gym_sysmath.env_ids())
 def test_every_id_vectorizes_through_the_one_generic_factory(env_id):
-    """No family names a factory: ``gym_sysmath.vector:<id>`` is ``make_vector(id)``, with the id's own kwargs."""
+    """No family names a factory: ``gym_sysmath.vector_ids:<id>`` is ``make_vector(id)``, with the id's own kwargs."""
     spec = gym.spec(env_id)
-    assert spec.vector_entry_point == f"gym_sysmath.vector:{env_id}"
+    assert spec.vector_entry_point == f"gym_sysmath.vector_ids:{env_id}"
     envs = gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point", sandbox="process")
     single = gym.make(env_id, sandbox="process")
     try:
@@ -35,8 +35,19 @@ def test_every_id_vectorizes_through_the_one_generic_factory(env_id):
 
 
 def test_an_id_no_family_registers_has_no_vector_entry_point():
+    import gym_sysmath.vector_ids
+
     with pytest.raises(AttributeError, match="nor a registered gym-sysmath id"):
-        gym_sysmath.vector.__getattr__("CartPole-v1")
+        gym_sysmath.vector_ids.CartPole_v1  # noqa: B018
+
+    with pytest.raises(AttributeError, match="nor a registered gym-sysmath id"):
+        getattr(gym_sysmath.vector_ids, "CartPole-v1")
+
+
+def test_the_vector_module_has_only_its_real_names():
+    """No module ``__getattr__`` there: a misspelled ``from gym_sysmath.vector import make_vectr`` fails."""
+    with pytest.raises(ImportError):
+        exec("from gym_sysmath.vector import make_vectr", {})
 
 
 @pytest.fixture

@@ -279,3 +279,30 @@ def test_the_walk_sees_envs_tasks_and_the_image():
     modules = {module for modules in public_definitions().values() for module in modules}
     assert {"gym_sysmath.envs.csapp", "gym_sysmath.tasks.compgeom.primitives", "gym_sysmath.filters",
             "gym_sysmath.sandbox.image.toolchains"} <= modules
+
+
+# --------------------------------------------------------------------------- hostile inputs
+
+
+@pytest.mark.parametrize("env_id", all_ids())
+def test_a_megabyte_task_id_from_a_remote_client_is_refused_without_echoing_it(env_id):
+    """A served reset passes a client's options on: the refusal must not run a quadratic
+    suggestion over a megabyte, nor repeat it back."""
+    huge = "segment2_segment2" * 60_000
+    message = refusal(lambda: unfiltered(env_id).reset(seed=0, options={"task_id": huge}))
+    assert len(message) < 300 and "did you mean" not in message and f"{len(repr(huge)):,} characters" in message
+    assert nearest(huge, [huge[:-1]]) is None
+
+
+@pytest.mark.parametrize("env_id", all_ids())
+@pytest.mark.parametrize("options", ["task_id", ["task_id"], 0])
+def test_reset_options_that_are_not_a_dict_are_a_type_error_naming_the_form(env_id, options):
+    with pytest.raises(TypeError, match="reset options must be a dict"):
+        unfiltered(env_id).reset(seed=0, options=options)
+
+
+@pytest.mark.parametrize(("env_id", "entry"), [(env_id, entry) for env_id, entry in FILTERS if entry.many])
+def test_a_dict_is_no_list_of_names(env_id, entry):
+    """``tuple({"vm": False})`` is ``("vm",)``: a mapping would silently mean its keys."""
+    with pytest.raises(TypeError, match="must be a list of names, got dict"):
+        gym.make(env_id, **{entry.argument: {entry.choices[0]: False}})
