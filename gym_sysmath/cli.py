@@ -8,9 +8,14 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from gym_sysmath.filters import unknown_name
 from gym_sysmath.terminal import escape_controls
+
+if TYPE_CHECKING:  # the CLI imports them lazily, when a command needs them
+    from gym_sysmath.agents import Agent
+    from gym_sysmath.evaluation import EvalRun
 
 
 def _sandbox(args: argparse.Namespace) -> int:
@@ -132,7 +137,8 @@ def _export(args: argparse.Namespace) -> int:
 
     from gym_sysmath import env_ids
     from gym_sysmath.env import core_env
-    from gym_sysmath.evaluation import BASE_INFO_KEYS, choose_tasks, sample_seed
+    from gym_sysmath.evaluation.plan import choose_tasks, sample_seed
+    from gym_sysmath.evaluation.run import BASE_INFO_KEYS
     from gym_sysmath.families import task_set
     from gym_sysmath.integrations.episodes import chat_prompt, task_kwargs
 
@@ -291,61 +297,78 @@ def _disconnect(connected: bool) -> None:
         ray.shutdown()
 
 
-def _eval(args: argparse.Namespace) -> int:
-    import contextlib
-    from pathlib import Path
-
-    from gym_sysmath import env_ids
-    from gym_sysmath.agents import AgentError, make_agent
-    from gym_sysmath.evaluation import EvalError, evaluate, exit_code, format_breakdowns, format_scoreboard
-    from gym_sysmath.families import primary_ids
-
-    registered = env_ids()
+def _eval_ids(args: argparse.Namespace, registered: tuple[str, ...]
+              ) -> tuple[list[str], Literal[True] | str | None]:
+    """The env ids asked for and the ``--ray`` value: ``--ray CsappExact-v0`` is an id, not an address."""
     requested = [*args.env_ids, *args.extra_env_ids]
     ray = args.ray
-    if isinstance(ray, str) and ray in registered:  # `--ray CsappExact-v0`: an id, not an address
+    if isinstance(ray, str) and ray in registered:
         requested.append(ray)
         ray = True
-    stack = contextlib.ExitStack()
-    try:
-        openai = {"model": args.model, "base_url": args.base_url, "api_key_env": args.api_key_env,
-                  "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout_s": args.request_timeout,
-                  "system_prompt": args.system_prompt, "connect_timeout_s": args.connect_timeout,
-                  "retries": args.retries, "top_p": args.top_p,
-                  "stop": tuple(args.stop) if args.stop else None, "send_seed": not args.no_request_seed,
-                  "extra_body": _extra_body(args.extra_body),
-                  "max_concurrent_requests": args.model_concurrency, "requests_per_minute": args.rpm,
-                  "choices_per_request": args.choices_per_request}
-        specs = args.agent or [("reference", None)]
-        if any(kind == "openai" for kind, _ in specs):
-            _warn_about_the_key(args)
-        if any(kind == "python" for kind, _ in specs) and "" not in sys.path and os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())  # `python my_agent:act` finds my_agent.py here, as `python -m` would
-        agents = [make_agent(kind, argument, **openai) for kind, argument in specs]
-        unknown = sorted(set(requested) - set(registered))
-        if unknown:
-            raise EvalError(str(unknown_name("env id", unknown[0], tuple(registered))))
-        make_kwargs = {"sandbox": args.sandbox, **_env_args(args.env_arg)}
-        runs = []
-        if ray is not None:  # one connection for every agent
-            from gym_sysmath.integrations.ray_rollouts import connect
+    return requested, ray
 
-            stack.callback(_disconnect, connect(None if ray is True else ray))
-        for agent in agents:
-            ids = list(primary_ids()) if args.all else requested or list(agent.env_ids()) or list(primary_ids())
-            out = None if args.out is None else Path(args.out) / (_slug(agent.name) if len(agents) > 1 else "")
-            runs.append(evaluate(ids, agent, n=args.n, rollouts=args.r, seed=args.seed, concurrency=args.c,
-                                 out=out, resume=args.resume, overwrite=args.overwrite, make_kwargs=make_kwargs,
-                                 ray=ray, progress=not args.quiet))
-    except (AgentError, EvalError, ValueError, ImportError) as exc:
-        print(f"gym-sysmath: {escape_controls(str(exc))}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("gym-sysmath: interrupted; finished samples are logged, rerun with --resume to continue",
-              file=sys.stderr)
-        return 130
-    finally:
-        stack.close()
+
+def _openai_options(args: argparse.Namespace) -> dict:
+    """The ``openai agent`` options as ``make_agent`` keywords (the other kinds ignore them)."""
+    return {"model": args.model, "base_url": args.base_url, "api_key_env": args.api_key_env,
+            "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout_s": args.request_timeout,
+            "system_prompt": args.system_prompt, "connect_timeout_s": args.connect_timeout,
+            "retries": args.retries, "top_p": args.top_p,
+            "stop": tuple(args.stop) if args.stop else None, "send_seed": not args.no_request_seed,
+            "extra_body": _extra_body(args.extra_body),
+            "max_concurrent_requests": args.model_concurrency, "requests_per_minute": args.rpm,
+            "choices_per_request": args.choices_per_request}
+
+
+def _eval_agents(args: argparse.Namespace) -> list[Agent]:
+    """Each ``--agent`` made (the reference agent when none is named), after the notes their kinds need."""
+    from gym_sysmath.agents import make_agent
+
+    openai = _openai_options(args)
+    specs = args.agent or [("reference", None)]
+    if any(kind == "openai" for kind, _ in specs):
+        _warn_about_the_key(args)
+    if any(kind == "python" for kind, _ in specs) and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `python my_agent:act` finds my_agent.py here, as `python -m` would
+    return [make_agent(kind, argument, **openai) for kind, argument in specs]
+
+
+def _evaluate_agents(args: argparse.Namespace, agents: list[Agent], requested: list[str], make_kwargs: dict,
+                     ray: bool | str | None) -> list[EvalRun]:
+    """One ``evaluate`` per agent, each in its own subdirectory of ``--out`` when there are several."""
+    from gym_sysmath.evaluation import evaluate
+    from gym_sysmath.families import primary_ids
+
+    runs: list[EvalRun] = []
+    for agent in agents:
+        ids = list(primary_ids()) if args.all else requested or list(agent.env_ids()) or list(primary_ids())
+        out = None if args.out is None else Path(args.out) / (_slug(agent.name) if len(agents) > 1 else "")
+        runs.append(evaluate(ids, agent, n=args.n, rollouts=args.r, seed=args.seed, concurrency=args.c,
+                             out=out, resume=args.resume, overwrite=args.overwrite, make_kwargs=make_kwargs,
+                             ray=ray, progress=not args.quiet))
+    return runs
+
+
+def _print_written(run: EvalRun, out_dir: Path) -> None:
+    """Say which files a run left in ``--out``, or why the log is missing or holds only failures."""
+    written = [name for name in ("results.jsonl", "summary.json")
+               if (out_dir / name).is_file() and (out_dir / name).stat().st_size]
+    written += ["breakdowns.png"] if run.plot_path else []
+    failed = run.summary["overall"].get("failed", 0)
+    if "results.jsonl" not in written:
+        print(f"no sample finished, so no results.jsonl was written to {out_dir}", file=sys.stderr)
+    elif failed and failed == run.summary["overall"]["samples"]:
+        print(f"every sample failed ({failed}); their errors are the failed rows of "
+              f"{out_dir / 'results.jsonl'}, and --resume plays them again", file=sys.stderr)
+    else:
+        print(f"wrote {', '.join(written)} to {out_dir}"
+              + (f" ({failed} failed sample(s) logged; --resume plays them again)" if failed else ""))
+
+
+def _print_runs(runs: list[EvalRun]) -> None:
+    """The scoreboard, then each run's breakdowns, notes, first failures and files written."""
+    from gym_sysmath.evaluation.report import format_breakdowns, format_scoreboard
+
     print(format_scoreboard(runs))
     for run in runs:
         breakdowns = format_breakdowns(run.summary)
@@ -358,18 +381,41 @@ def _eval(args: argparse.Namespace) -> int:
         if len(run.failures) > 5:
             print(f"... and {len(run.failures) - 5} more failures; --resume retries them", file=sys.stderr)
         if run.out_dir is not None:
-            written = [name for name in ("results.jsonl", "summary.json")
-                       if (run.out_dir / name).is_file() and (run.out_dir / name).stat().st_size]
-            written += ["breakdowns.png"] if run.plot_path else []
-            failed = run.summary["overall"].get("failed", 0)
-            if "results.jsonl" not in written:
-                print(f"no sample finished, so no results.jsonl was written to {run.out_dir}", file=sys.stderr)
-            elif failed and failed == run.summary["overall"]["samples"]:
-                print(f"every sample failed ({failed}); their errors are the failed rows of "
-                      f"{run.out_dir / 'results.jsonl'}, and --resume plays them again", file=sys.stderr)
-            else:
-                print(f"wrote {', '.join(written)} to {run.out_dir}"
-                      + (f" ({failed} failed sample(s) logged; --resume plays them again)" if failed else ""))
+            _print_written(run, run.out_dir)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    """``gym-sysmath eval``: exit 2 with one line for a usage error, 130 on Ctrl-C, else ``exit_code``."""
+    import contextlib
+
+    from gym_sysmath import env_ids
+    from gym_sysmath.agents import AgentError
+    from gym_sysmath.evaluation import EvalError, exit_code
+
+    registered = env_ids()
+    requested, ray = _eval_ids(args, registered)
+    stack = contextlib.ExitStack()
+    try:
+        agents = _eval_agents(args)
+        unknown = sorted(set(requested) - set(registered))
+        if unknown:
+            raise EvalError(str(unknown_name("env id", unknown[0], tuple(registered))))
+        make_kwargs = {"sandbox": args.sandbox, **_env_args(args.env_arg)}
+        if ray is not None:  # one connection for every agent
+            from gym_sysmath.integrations.ray_rollouts import connect
+
+            stack.callback(_disconnect, connect(None if ray is True else ray))
+        runs = _evaluate_agents(args, agents, requested, make_kwargs, ray)
+    except (AgentError, EvalError, ValueError, ImportError) as exc:
+        print(f"gym-sysmath: {escape_controls(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gym-sysmath: interrupted; finished samples are logged, rerun with --resume to continue",
+              file=sys.stderr)
+        return 130
+    finally:
+        stack.close()
+    _print_runs(runs)
     return exit_code(runs)
 
 
@@ -400,7 +446,7 @@ def _warn_about_the_key(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gym_sysmath.evaluation import write_report
+    from gym_sysmath.evaluation.viewer import write_report
 
     try:
         path = write_report(args.run_dir, args.out)

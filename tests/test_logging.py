@@ -18,7 +18,7 @@ PACKAGE = Path(gym_sysmath.__file__).resolve().parent
 #: Where printing is the point: the command line and the bodies of its commands.
 #: Command-line entry points (``python -m gym_sysmath.integrations.openrlhf check`` reports to the
 #: terminal like ``gym-sysmath`` itself); everything else logs.
-PRINTING_ALLOWED = {"cli.py", "verification.py", "integrations/openrlhf.py"}
+PRINTING_ALLOWED = {"cli.py", "verification.py", "integrations/openrlhf.py", "task_sets/__main__.py"}
 LINALG = "LinearAlgebra-v0"
 
 

@@ -25,7 +25,11 @@ around it). The pieces, top to bottom, one module each:
   (matplotlib, imported only to plot), and the progress bar; ``viewer`` writes a run
   directory's transcripts as one self-contained HTML page (``gym-sysmath report``).
 
-Every public name of these modules is importable from ``gym_sysmath.evaluation`` itself.
+The names exported here are the library's: ``evaluate``, what it returns and raises
+(``EvalRun``, ``EvalError``) and the CLI's exit status over its runs (``exit_code``); the
+logged rows (``SampleResult``, ``SampleFailure``, ``RowVerdict``); planning (``choose_tasks``,
+``plan_samples``); and what reads a run back (``ResultsLog``, ``run_fingerprint``,
+``summarize``, ``pass_at_k``, ``plot_summary``). Everything else is imported from its own module.
 """
 
 from __future__ import annotations
@@ -42,85 +46,44 @@ import gymnasium as gym
 
 from gym_sysmath.agents import Agent, make_agent
 from gym_sysmath.env import core_env
-from gym_sysmath.evaluation.log import (
-    RUN_HEADER,
-    RUN_HEADER_FORMAT,
-    SESSIONS,
-    ResultsLog,
-    bind_run_header,
-    record_session,
-    run_fingerprint,
-    sessions_time,
-)
-from gym_sysmath.evaluation.plan import EvalError, SampleSpec, choose_tasks, plan_samples, sample_seed
-from gym_sysmath.evaluation.report import EvalRun, Progress, format_breakdowns, format_scoreboard, plot_summary
+from gym_sysmath.evaluation.log import ResultsLog, bind_run_header, record_session, run_fingerprint, sessions_time
+from gym_sysmath.evaluation.plan import EvalError, SampleSpec, choose_tasks, plan_samples
+from gym_sysmath.evaluation.report import EvalRun, Progress, plot_summary
 from gym_sysmath.evaluation.run import (
-    BASE_INFO_KEYS,
-    MAX_STEPS,
     Outcome,
     RowVerdict,
     SampleFailure,
     SampleResult,
-    SampleVerdict,
     _jsonable,
     close_all,
-    play,
-    run_episode,
     run_local,
-    sample_verdict,
     take_sandbox,
 )
-from gym_sysmath.evaluation.summary import (
-    BREAKDOWN_KEYS,
-    UNSCORED,
-    pass_at_k,
-    summarize,
-)
-from gym_sysmath.evaluation.viewer import write_report
+from gym_sysmath.evaluation.summary import pass_at_k, summarize
 from gym_sysmath.task_sets import TaskSet
 
 #: Eval events: a run's start, its resume (how much was logged), its end or interruption.
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "BASE_INFO_KEYS",
-    "BREAKDOWN_KEYS",
-    "MAX_STEPS",
-    "RUN_HEADER",
-    "RUN_HEADER_FORMAT",
-    "SESSIONS",
-    "UNSCORED",
     "EvalError",
     "EvalRun",
-    "Outcome",
-    "Progress",
     "ResultsLog",
     "RowVerdict",
     "SampleFailure",
     "SampleResult",
-    "SampleSpec",
-    "SampleVerdict",
-    "bind_run_header",
     "choose_tasks",
-    "close_all",
     "evaluate",
     "exit_code",
-    "format_breakdowns",
-    "format_scoreboard",
     "pass_at_k",
     "plan_samples",
-    "play",
     "plot_summary",
-    "record_session",
-    "run_episode",
     "run_fingerprint",
-    "run_local",
-    "sample_seed",
-    "sample_verdict",
-    "sessions_time",
     "summarize",
-    "write_report",
 ]
+
+#: A sample's key in the plan and the log: (env id, task id, rollout).
+SampleKey = tuple[str, str, int]
 
 
 def _task_ids(env_ids: Sequence[str], make_kwargs: Mapping[str, Any], take_sandboxes: bool
@@ -145,7 +108,7 @@ def _task_ids(env_ids: Sequence[str], make_kwargs: Mapping[str, Any], take_sandb
     return ids, probes
 
 
-def _check_task_sets(done: Mapping[tuple[str, str, int], SampleResult], task_sets: Mapping[str, TaskSet],
+def _check_task_sets(done: Mapping[SampleKey, SampleResult], task_sets: Mapping[str, TaskSet],
                      path: Path) -> None:
     """Refuse to resume a log whose samples were played on another task set than this install's:
     their scores and the new ones would not measure the same tasks (failed rows are played again)."""
@@ -161,13 +124,143 @@ def _check_task_sets(done: Mapping[tuple[str, str, int], SampleResult], task_set
                             f"the install that started it, or use another --out")
 
 
-def _check_resumable(done: Mapping[tuple[str, str, int], SampleResult], specs: Sequence[SampleSpec],
+def _check_resumable(done: Mapping[SampleKey, SampleResult], specs: Sequence[SampleSpec],
                      agent: Agent, path: Path) -> None:
+    """Refuse to resume a log that another agent or seed wrote: its samples are not this run's."""
     for spec in specs:
         result = done.get(spec.key)
         if result is not None and (result.seed != spec.seed or result.agent != agent.name):
             raise EvalError(f"{path} was written by another run ({result.agent}, seed {result.seed} for "
                             f"{spec.key}; this run: {agent.name}, seed {spec.seed}); use another --out")
+
+
+def _check_arguments(rollouts: int, resume: bool, out: str | Path | None) -> None:
+    """Refuse arguments that cannot make a run, before any env is made."""
+    if rollouts < 1:
+        raise EvalError(f"rollouts must be at least 1, got {rollouts}")
+    if resume and out is None:
+        raise EvalError("resume needs an output directory (--out) holding results.jsonl")
+
+
+def _plan(env_ids: Sequence[str], task_ids: Mapping[str, tuple[str, ...]], agent: Agent, n: int | None,
+          rollouts: int, seed: int) -> list[SampleSpec]:
+    """Every sample of the run in plan order, each key once: the order the summary follows."""
+    specs = [spec for env_id in env_ids for spec in plan_samples(env_id, task_ids[env_id], agent, n, rollouts, seed)]
+    if not specs:
+        raise EvalError(f"nothing to evaluate for {agent.name} on {', '.join(env_ids)}")
+    if len({spec.key for spec in specs}) != len(specs):  # plan_samples makes each env's keys unique; env ids are too
+        raise EvalError(f"the plan for {agent.name} holds a sample more than once")
+    return specs
+
+
+def _open_log(out_dir: Path | None, specs: Sequence[SampleSpec], agent: Agent, fingerprint: Mapping[str, Any],
+              task_sets: Mapping[str, TaskSet], *, resume: bool, overwrite: bool
+              ) -> tuple[ResultsLog | None, dict[SampleKey, SampleResult]]:
+    """The log to append to and, with ``resume``, what it holds: refused unless this run wrote it."""
+    if out_dir is None:
+        return None, {}
+    log = ResultsLog(out_dir / "results.jsonl", resume=resume, overwrite=overwrite)
+    done = log.load() if resume else {}
+    bind_run_header(log, fingerprint)
+    _check_task_sets(done, task_sets, log.path)
+    _check_resumable(done, specs, agent, log.path)
+    return log, done
+
+
+def _left_to_play(specs: Sequence[SampleSpec], results: Mapping[SampleKey, SampleResult]) -> list[SampleSpec]:
+    """The samples the log does not hold yet, and the failed ones, which are played again."""
+    return [spec for spec in specs if spec.key not in results or results[spec.key].verdict is RowVerdict.FAILED]
+
+
+def _notes(done: Mapping[SampleKey, SampleResult], planned: set[SampleKey]) -> tuple[str, ...]:
+    """What the run should tell its user that the scoreboard does not show."""
+    extra = len(done) - len(planned.intersection(done))
+    return (f"{extra} logged sample(s) outside this plan were kept in results.jsonl and left out",) if extra else ()
+
+
+class _Recorder:
+    """Receives each outcome from the worker threads or actors: logs it, keeps it, moves the bar."""
+
+    def __init__(self, agent: str, task_sets: Mapping[str, TaskSet], log: ResultsLog | None,
+                 results: dict[SampleKey, SampleResult], bar: Progress):
+        self.agent, self.task_sets, self.log, self.results, self.bar = agent, task_sets, log, results, bar
+        self.failures: list[SampleFailure] = []
+        self.logged = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, outcome: Outcome) -> None:
+        with self._lock:
+            if isinstance(outcome, SampleFailure):
+                self.failures.append(outcome)
+                played_on = self.task_sets[outcome.spec.env_id]
+                result = outcome.as_result(self.agent, (played_on.label, played_on.hash))
+            else:
+                result = outcome
+            if self.log:
+                self.log.append(result)
+                self.logged += 1
+            self.results[result.key] = result
+        self.bar.update(outcome)
+
+
+def _play_all(todo: Sequence[SampleSpec], agent: Agent, record: _Recorder, *, ray: bool | str | None,
+              concurrency: int | None, make_kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Play the samples left to play on Ray actors or local threads; Ray's report of its actors, if Ray."""
+    if ray is not None and ray is not False:
+        from gym_sysmath.evaluation.ray_runner import run_ray
+
+        return run_ray(todo, agent, record, workers=concurrency, make_kwargs=make_kwargs,
+                       address=None if ray is True else str(ray))
+    from gym_sysmath.sandbox.pool import default_pool_size
+
+    default = getattr(agent, "max_concurrent_requests", None) or default_pool_size()
+    run_local(todo, agent, record, concurrency=concurrency or default, make_kwargs=make_kwargs)
+    return None
+
+
+def _session(todo: Sequence[SampleSpec], agent: Agent, record: _Recorder, *, ray: bool | str | None,
+             concurrency: int | None, make_kwargs: Mapping[str, Any], out_dir: Path | None,
+             started: float) -> dict[str, Any] | None:
+    """One session on the log: play, then say and record how it ended, an interrupted one included."""
+    interrupted = True
+    try:
+        report = _play_all(todo, agent, record, ray=ray, concurrency=concurrency, make_kwargs=make_kwargs)
+        interrupted = False
+        return report
+    finally:
+        record.bar.close()
+        if interrupted:
+            logger.warning("eval %s: interrupted after logging %d sample(s); --resume continues",
+                           agent.name, record.logged)
+        else:
+            logger.info("eval %s: done: %d sample(s) logged in %.1f s", agent.name, record.logged,
+                        time.perf_counter() - started)
+        if out_dir:
+            record_session(out_dir, time.perf_counter() - started, record.logged, interrupted)
+
+
+def _summary(ordered: Sequence[SampleResult], specs: Sequence[SampleSpec], config: Mapping[str, Any],
+             ray_report: dict[str, Any] | None, out_dir: Path | None, started: float) -> dict[str, Any]:
+    """``summary.json``: the logged samples' scores, what the plan left unplayed, and the run's time."""
+    summary = summarize(ordered, config)
+    summary["planned"] = len(specs)
+    summary["missing"] = len(specs) - len(ordered)
+    if ray_report is not None:  # the actors, and any whose sandbox could not start (their samples re-ran)
+        summary["ray"] = ray_report
+    summary["time"] = sessions_time(out_dir) if out_dir else {"seconds": round(time.perf_counter() - started, 3),
+                                                               "sessions": 1}
+    return summary
+
+
+def _write_summary(out_dir: Path | None, summary: Mapping[str, Any], ordered: Sequence[SampleResult], plot: bool,
+                   agent: str) -> Path | None:
+    """Write ``summary.json`` and the breakdowns' PNG beside the log; the PNG's path, if drawn."""
+    if out_dir is None:
+        return None
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if plot and ordered:
+        return plot_summary(summary, out_dir / "breakdowns.png", title=f"gym-sysmath eval: {agent}")
+    return None
 
 
 def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int | None = None,
@@ -187,104 +280,38 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
     """
     agent = make_agent(agent) if isinstance(agent, str) else agent
     env_ids = list(dict.fromkeys(env_ids))  # an id named twice is evaluated once
-    if rollouts < 1:
-        raise EvalError(f"rollouts must be at least 1, got {rollouts}")
-    if resume and out is None:
-        raise EvalError("resume needs an output directory (--out) holding results.jsonl")
+    _check_arguments(rollouts, resume, out)
     make_kwargs = dict(make_kwargs or {})
     use_ray = ray is not None and ray is not False
     started = time.perf_counter()
     task_ids, probes = _task_ids(env_ids, make_kwargs, take_sandboxes=not use_ray)
-    try:
+    try:  # plan, open (or resume) the log, play what is left; then summarize
         task_sets = {env_id: core_env(probe).task_set for env_id, probe in zip(env_ids, probes, strict=True)}
-        specs = [spec for env_id in env_ids
-                 for spec in plan_samples(env_id, task_ids[env_id], agent, n, rollouts, seed)]
-        if not specs:
-            raise EvalError(f"nothing to evaluate for {agent.name} on {', '.join(env_ids)}")
+        specs = _plan(env_ids, task_ids, agent, n, rollouts, seed)
         planned = {spec.key for spec in specs}
-        if len(planned) != len(specs):  # plan_samples makes each env's keys unique; env ids are too
-            raise EvalError(f"the plan for {agent.name} holds a sample more than once")
         fingerprint = run_fingerprint(env_ids, agent, rollouts=rollouts, seed=seed, make_kwargs=make_kwargs)
         out_dir = Path(out) if out is not None else None
-        log = ResultsLog(out_dir / "results.jsonl", resume=resume, overwrite=overwrite) if out_dir else None
-        done = log.load() if log and resume else {}
-        if log:
-            bind_run_header(log, fingerprint)
-            _check_task_sets(done, task_sets, log.path)
-            _check_resumable(done, specs, agent, log.path)
+        log, done = _open_log(out_dir, specs, agent, fingerprint, task_sets, resume=resume, overwrite=overwrite)
         results = {key: result for key, result in done.items() if key in planned}
-        todo = [spec for spec in specs if spec.key not in results or results[spec.key].verdict is RowVerdict.FAILED]
+        todo = _left_to_play(specs, results)
         if resume and log:
             logger.info("eval %s: resuming %s: %d of %d samples logged, %d to play (failed ones again)",
                         agent.name, log.path, len(specs) - len(todo), len(specs), len(todo))
         logger.info("eval %s: start: %d samples on %s (%s)", agent.name, len(todo), ", ".join(env_ids),
                     "ray" if use_ray else f"{concurrency or 'default'} in flight")
-        failures: list[SampleFailure] = []
         bar = Progress(len(specs), f"eval {agent.name[:24]}", done=len(specs) - len(todo), enabled=progress)
-        lock = threading.Lock()
-        logged = [0]
-
-        def on_outcome(outcome: Outcome) -> None:
-            with lock:
-                if isinstance(outcome, SampleFailure):
-                    failures.append(outcome)
-                    played_on = task_sets[outcome.spec.env_id]
-                    result = outcome.as_result(agent.name, (played_on.label, played_on.hash))
-                else:
-                    result = outcome
-                if log:
-                    log.append(result)
-                    logged[0] += 1
-                results[result.key] = result
-            bar.update(outcome)
-
-        interrupted = True
-        ray_report: dict[str, Any] | None = None
-        try:
-            if use_ray:
-                from gym_sysmath.evaluation.ray_runner import run_ray
-
-                ray_report = run_ray(todo, agent, on_outcome, workers=concurrency, make_kwargs=make_kwargs,
-                                     address=None if ray is True else str(ray))
-            else:
-                from gym_sysmath.sandbox.pool import default_pool_size
-
-                default = getattr(agent, "max_concurrent_requests", None) or default_pool_size()
-                run_local(todo, agent, on_outcome, concurrency=concurrency or default, make_kwargs=make_kwargs)
-            interrupted = False
-        finally:
-            bar.close()
-            if interrupted:
-                logger.warning("eval %s: interrupted after logging %d sample(s); --resume continues",
-                               agent.name, logged[0])
-            else:
-                logger.info("eval %s: done: %d sample(s) logged in %.1f s", agent.name, logged[0],
-                            time.perf_counter() - started)
-            if out_dir:
-                record_session(out_dir, time.perf_counter() - started, logged[0], interrupted)
+        record = _Recorder(agent.name, task_sets, log, results, bar)
+        ray_report = _session(todo, agent, record, ray=ray, concurrency=concurrency, make_kwargs=make_kwargs,
+                              out_dir=out_dir, started=started)
     finally:
         close_all(dict(enumerate(probes)))
     ordered = tuple(results[spec.key] for spec in specs if spec.key in results)
     config = {"agent": agent.name, "env_ids": list(env_ids), "n": n, "rollouts": rollouts, "seed": seed,
               "make_kwargs": _jsonable(make_kwargs), "fingerprint": fingerprint}
-    summary = summarize(ordered, config)
-    summary["planned"] = len(specs)
-    summary["missing"] = len(specs) - len(ordered)
-    if ray_report is not None:  # the actors, and any whose sandbox could not start (their samples re-ran)
-        summary["ray"] = ray_report
-    summary["time"] = sessions_time(out_dir) if out_dir else {"seconds": round(time.perf_counter() - started, 3),
-                                                               "sessions": 1}
-    plot_path = None
-    notes = []
-    extra = len(done) - sum(1 for key in done if key in planned)
-    if extra:
-        notes.append(f"{extra} logged sample(s) outside this plan were kept in results.jsonl and left out")
-    if out_dir:
-        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        if plot and ordered:
-            plot_path = plot_summary(summary, out_dir / "breakdowns.png", title=f"gym-sysmath eval: {agent.name}")
-    return EvalRun(agent.name, summary, ordered, tuple(failures), out_dir, time.perf_counter() - started,
-                   plot_path, tuple(notes))
+    summary = _summary(ordered, specs, config, ray_report, out_dir, started)
+    plot_path = _write_summary(out_dir, summary, ordered, plot, agent.name)
+    return EvalRun(agent.name, summary, ordered, tuple(record.failures), out_dir, time.perf_counter() - started,
+                   plot_path, _notes(done, planned))
 
 
 def exit_code(runs: Sequence[EvalRun]) -> int:

@@ -80,7 +80,7 @@ import gymnasium as gym
 
 from gym_sysmath.answers import strip_end_tokens
 from gym_sysmath.env import core_env
-from gym_sysmath.evaluation import choose_tasks, sample_seed
+from gym_sysmath.evaluation.plan import choose_tasks, sample_seed
 from gym_sysmath.integrations.episodes import (
     CLOSING_ACTION,
     TaskRef,
