@@ -390,11 +390,14 @@ class CompGeomEnv(SysmathEnv):
         }
 
     def grading_key(self) -> dict[str, Any]:
-        """The episode's hidden cases (inputs and expected outputs) and the job's harness: what a
-        submission is graded on, for the task-set digest."""
+        """What a submission is graded on, for the task-set digest: the episode's hidden and the
+        task's public cases (inputs and expected outputs), the job's harness, and the limits of
+        each run (the env's, ``RUN_LIMITS`` by default, and the performance run's)."""
         assert self._current is not None
         return {"hidden_cases": [case.to_record() for case in self._hidden],
-                "job_files": compgeom.job_files(self._current, "")}
+                "public_cases": [case.to_record() for case in self._current.public_cases],
+                "job_files": compgeom.job_files(self._current, ""),
+                "limits": {"run": self.limits, "default": RUN_LIMITS, "performance": PERF_LIMITS}}
 
     def reference_action(self) -> str:
         """The known-good solution as a code block, then (once it is the candidate) a submission."""

@@ -14,7 +14,9 @@ from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.exact import answer_matches, exact_equal, is_json_primitive_list
 from gym_sysmath.filters import TaskFilter
 from gym_sysmath.sandbox import Limits
+from gym_sysmath.task_sets import TaskSet, from_file, installed
 from gym_sysmath.tasks import csapp
+from gym_sysmath.tasks.csapp.taskfile import read_task_text
 from gym_sysmath.verdicts import Grade, Verdict
 
 #: What reading an ANSWER value may raise on hostile text; each is "not a value", never an error.
@@ -236,12 +238,20 @@ class CsappExactEnv(SysmathEnv):
                  pool_size: int | None = None, limits: Limits | None = None,
                  render_mode: str | None = None, difficulty: str | None = None, code_via: str = "fence"):
         self._tasks = {task.task_id: task for task in csapp.load_tasks(tasks_path)}
+        # a forked task file serves csapp@unversioned (its own hash), never the installed task set
+        self._task_set = (installed(self.family) if tasks_path is None else
+                          from_file(self.family, read_task_text(tasks_path)[0], read_task_text()[0]))
         self._current: csapp.CsappTask | None = None
         super().__init__(split=split, max_turns=max_turns, sandbox=sandbox, pool_size=pool_size,
                          limits=limits, render_mode=render_mode,
                          filters={"categories": categories, "difficulty": difficulty}, code_via=code_via)
         self.categories: tuple[str, ...] | None = self.applied_filters.get("categories")
         self.difficulty: str | None = self.applied_filters.get("difficulty", (None,))[0]
+
+    @property
+    def task_set(self) -> TaskSet:
+        """The installed task set, or for a forked ``tasks_path`` ``csapp@unversioned`` with the file's hash."""
+        return self._task_set
 
     def _eval_ids(self) -> tuple[str, ...]:
         return tuple(self._tasks)

@@ -43,7 +43,7 @@ from gym_sysmath.sandbox import (
 )
 from gym_sysmath.sandbox.pool import SandboxHold
 from gym_sysmath.spaces import SysmathText, text_space
-from gym_sysmath.task_sets import TaskSet, installed, require
+from gym_sysmath.task_sets import TaskSet, TaskSetError, installed, require, require_served
 from gym_sysmath.terminal import escape_controls
 from gym_sysmath.verdicts import Grade, Verdict
 
@@ -160,7 +160,14 @@ class _TakesTaskSet(abc.ABCMeta):
             for key in kwargs:  # a misspelled gym.make argument: Python's TypeError, with a did-you-mean
                 if key not in accepted:
                     raise TypeError(str(unknown_name("argument", key, tuple(accepted), where=cls.__name__)))
-        return super().__call__(*args, **kwargs)
+        env = super().__call__(*args, **kwargs)
+        if task_set is not None:  # a forked task file (csapp's tasks_path) serves no installed task set
+            try:
+                require_served(env.task_set, task_set)
+            except TaskSetError:
+                env.close()
+                raise
+        return env
 
 
 class SysmathEnv(gym.Env[str, str], metaclass=_TakesTaskSet):

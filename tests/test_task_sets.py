@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+from fractions import Fraction
 from pathlib import Path
 
 import gymnasium as gym
@@ -25,6 +30,8 @@ from gym_sysmath.task_sets import TaskSetError, installed, parse_label, require
 from gym_sysmath.task_sets import lock as task_set_lock
 from gym_sysmath.task_sets.__main__ import main as task_sets_main
 from gym_sysmath.task_sets.digest import NO_SANDBOX, PARTS, measure
+from gym_sysmath.task_sets.probes import other_value, reply_probes, value_variants
+from gym_sysmath.tasks.csapp.taskfile import read_task_text
 from gym_sysmath.verdicts import Verdict
 
 LINALG = "LinearAlgebra-v0"
@@ -98,6 +105,154 @@ def test_a_digest_is_the_same_in_another_process(linalg_digest):
     assert linalg_digest.hash == installed("linalg").hash
 
 
+# ------------------------------------------------------------------ the digest sees real changes
+
+
+def _grader():
+    from gym_sysmath.tasks.linalg import grader
+    return grader
+
+
+#: Real grading-rule changes, each as (module, attribute, replacement(original)), and the part
+#: that must move: every one of them once passed the check (the digest graded too few replies).
+RULE_CHANGES = {
+    "answers inside <think> count": ("gym_sysmath.answers", "strip_think", lambda original: lambda text: text,
+                                     "verdicts"),
+    "several ANSWER values graded as the first": (
+        "gym_sysmath.tasks.linalg.grader", "choose_answer",
+        lambda original: lambda values, normalise, same: original(values[:1], normalise, same), "verdicts"),
+    "eigenvectors only as positive multiples": (
+        "gym_sysmath.tasks.linalg.grader", "_parallel",
+        lambda original: lambda answer, gold, tol: original(answer, gold, tol) and sum(
+            a * g for a, g in zip(answer, gold, strict=True)) > 0, "verdicts"),
+    "tolerance doubled": ("gym_sysmath.tasks.linalg.grader", "_within",
+                          lambda original: lambda value, target, tol, scale: original(value, target, 2 * tol, scale),
+                          "rules"),
+    "no echo rule": ("gym_sysmath.tasks.linalg.grader", "_prompt_numbers", lambda original: lambda prompt: frozenset(),
+                     "rules"),
+}
+
+
+@pytest.mark.parametrize("change", list(RULE_CHANGES))
+def test_a_changed_grading_rule_fails_the_check_naming_the_part(monkeypatch, change):
+    import importlib
+
+    module_name, attribute, replacement, part = RULE_CHANGES[change]
+    module = importlib.import_module(module_name)
+    monkeypatch.setattr(module, attribute, replacement(getattr(module, attribute)))
+    message = task_set_lock.problem(family("linalg"))
+    assert message is not None and (f"({part}" in message or f", {part}" in message), message
+    assert "--bump linalg" in message
+
+
+_NUMBERS = st.one_of(st.integers(-10**6, 10**6), st.fractions(max_denominator=50).filter(lambda f: f.denominator > 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_NUMBERS, min_size=1, max_size=5), st.booleans())
+def test_each_value_variant_is_another_answer_and_the_probes_cover_the_rules(numbers, nested):
+    """Generated values: every variant differs from the value and from the others; the probes hold
+    the value inside <think>, beside a different value (both orders) and with each variant."""
+    value = "[" + ", ".join(str(Fraction(n)) for n in numbers) + "]"
+    value = f"[{value}]" if nested else value
+    variants = list(value_variants(value))
+    assert value not in variants and len(variants) == len(set(variants)) and variants
+    replies = list(reply_probes(f"Work.\n\nANSWER: {value}", "A number 7 and 12 in the prompt."))
+    line = f"ANSWER: {value}"
+    assert f"<think>\n{line}\n</think>\nI am not sure." in replies
+    other = other_value(value)
+    assert other != value and f"{line}\nANSWER: {other}" in replies and f"ANSWER: {other}\n{line}" in replies
+    assert all(f"ANSWER: {variant}" in replies for variant in variants) and "ANSWER: 7" in replies
+
+
+@pytest.fixture(scope="module")
+def csapp_env():
+    env = gym.make("CsappExact-v0", sandbox=NO_SANDBOX)
+    yield env
+    env.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(index=st.integers(min_value=0, max_value=10**6))
+def test_the_csapp_probes_sit_on_the_rules_they_test(csapp_env, index):
+    """On a generated eval task: the key right, inside <think> not an answer, beside another value
+    wrong, a hex key in capitals wrong, a float key one ulp off wrong (so changing any of those
+    rules flips a verdict the digest records)."""
+    core = core_env(csapp_env)
+    ids = core._eval_ids()
+    task_id = ids[index % len(ids)]
+    prompt, _ = csapp_env.reset(seed=0, options={"task_id": task_id})
+    reference = core.reference_action()
+    value = reference.removeprefix("ANSWER: ")
+    verdicts = {}
+    for reply in reply_probes(reference, prompt):
+        csapp_env.reset(seed=0, options={"task_id": task_id})
+        verdicts[reply] = csapp_env.step(reply)[4]["verdict"]
+    assert verdicts[reference] == "correct"
+    assert verdicts[f"<think>\n{reference}\n</think>\nI am not sure."] == "format_error"
+    other = other_value(value)
+    assert verdicts[f"{reference}\nANSWER: {other}"] == verdicts[f"ANSWER: {other}\n{reference}"] == "wrong_answer"
+    capitals = re.sub(r"0x[0-9a-f]+", lambda m: "0x" + m.group(0)[2:].upper(), value)
+    if capitals != value:
+        assert verdicts[f"ANSWER: {capitals}"] == "wrong_answer"
+    key = core.task.answer
+    if any(isinstance(item, float) and item == item for item in key):
+        ulp = re.sub(r"(?<![\w.])-?\d+\.\d+(?:[eE][+-]?\d+)?(?![\w.])",
+                     lambda m: repr(__import__("math").nextafter(float(m.group(0)), float("inf"))), value)
+        assert verdicts[f"ANSWER: {ulp}"] == "wrong_answer"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _scratch_tree(tmp_path: Path) -> Path:
+    """The package, envs/ and tasks/ copied (symlinks kept), for a mutation of real files."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("gym_sysmath", "envs", "tasks"):
+        shutil.copytree(ROOT / name, tmp_path / name, symlinks=True, ignore=ignore)
+    return tmp_path
+
+
+#: Real changes to shipped files (path, text, replacement) that once passed the check.
+FILE_CHANGES = {
+    "linalg: the hard determinant bound 6 -> 7": (
+        "tasks/linalg/generators.py", '"hard": (4, 6)}[difficulty]\n    a = _ints(rng, bound, (n, n))',
+        '"hard": (4, 7)}[difficulty]\n    a = _ints(rng, bound, (n, n))', "linalg"),
+    "csapp: hex strings compared case-insensitively": (
+        "gym_sysmath/exact.py", "return isinstance(actual, str) and actual == expected",
+        "return isinstance(actual, str) and actual.lower() == expected.lower()", "csapp"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", list(FILE_CHANGES))
+def test_a_changed_file_in_a_copy_fails_the_check_command(tmp_path, change):
+    """The real command, on a copy of the tree with one shipped file changed: exit 1, naming the family."""
+    relative, old, new, name = FILE_CHANGES[change]
+    root = _scratch_tree(tmp_path)
+    path = root / relative
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{relative} no longer holds the text this test changes"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "gym_sysmath.task_sets", "--check", name], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"task sets: {installed(name).label}: the task set changed" in done.stderr
+
+
+def test_a_raising_train_generator_is_one_line_naming_the_family(monkeypatch, capsys):
+    from gym_sysmath.tasks import linalg
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the generator gave up")
+
+    monkeypatch.setattr(linalg, "generate_problem", broken)
+    assert task_sets_main(["--check", "linalg"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert error.splitlines() == [f"task sets: {installed('linalg').label}: the digest could not be measured: "
+                                  f"RuntimeError: the generator gave up"]
+
+
 def test_a_missing_or_old_format_lock_names_the_record_command(monkeypatch, linalg_digest):
     monkeypatch.setattr(task_set_lock, "read_lock", lambda name: None)
     assert "--record linalg --why 'first version'" in task_set_lock.problem(family("linalg"), linalg_digest)
@@ -128,6 +283,35 @@ def test_record_then_bump_writes_the_history_and_pins_name_the_release(monkeypat
         assert task_set_lock.check(["linalg"]) == []
         with pytest.raises(TaskSetError, match=r"this install has linalg@2 .*linalg@1 shipped with gym-sysmath"):
             require("linalg", 1)
+    finally:
+        task_sets.installed.cache_clear()
+
+
+def test_record_never_redefines_a_recorded_version_unless_it_never_shipped(monkeypatch, tmp_path, capsys):
+    """A new hash for a recorded version under the same digest format is refused (bump it), in
+    one line; ``--unshipped`` re-records it and keeps the hash it replaces in the history."""
+    import gym_sysmath.task_sets as task_sets
+
+    scratch = tmp_path / "task_set.json"
+    monkeypatch.setattr(task_sets, "lock_path", lambda name: scratch)
+    monkeypatch.setattr(task_set_lock, "lock_path", lambda name: scratch)
+    task_sets.installed.cache_clear()
+    try:
+        row = family("linalg")
+        task_set_lock.record(row, "first version")
+        first = json.loads(scratch.read_text())["hash"]
+        original = LinearAlgebraEnv.grading_key
+        monkeypatch.setattr(LinearAlgebraEnv, "grading_key", lambda self: ("tidied", original(self)))
+        assert task_sets_main(["--record", "linalg", "--why", "tidy"]) == 2
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1 and "--bump linalg" in error and "--unshipped" in error
+        assert json.loads(scratch.read_text())["hash"] == first  # nothing written
+        assert "--record linalg --unshipped" in task_set_lock.check(["linalg"])[0]
+        assert task_sets_main(["--record", "linalg", "--unshipped", "--why", "never shipped"]) == 0
+        written = json.loads(scratch.read_text())
+        assert written["version"] == 1 and written["hash"] != first
+        assert [earlier["hash"] for earlier in written["history"][0]["earlier_hashes"]] == [first]
+        assert installed("linalg").release(1).earlier_hashes == (first,)
     finally:
         task_sets.installed.cache_clear()
 
@@ -176,6 +360,30 @@ def test_a_pin_to_another_family_or_an_old_fingerprint_is_refused():
         gym.make("CsappExact-v0", task_set="csapp-37a37b252544")
 
 
+@pytest.mark.parametrize("pin", ["\u00b9", "csapp@01", "csapp@\uff11", "01", "csapp@1.0", "csapp@+1", " 1"])
+def test_a_pin_is_ascii_digits_in_canonical_form(pin):
+    with pytest.raises(TaskSetError, match="is not a task set label"):
+        gym.make("CsappExact-v0", task_set=pin)
+
+
+def test_a_forked_task_file_serves_an_unversioned_task_set_and_refuses_a_pin(tmp_path):
+    shipped = read_task_text()[0]
+    same, forked = tmp_path / "same.json", tmp_path / "forked.json"
+    same.write_text(shipped, encoding="utf-8")
+    forked.write_text(shipped.replace('"0x', '"0X', 1) if '"0x' in shipped else shipped + "\n", encoding="utf-8")
+    current = installed("csapp")
+    env = gym.make("CsappExact-v0", tasks_path=str(same), task_set=current.label, sandbox=NO_SANDBOX)
+    assert core_env(env).task_set == current  # the shipped file's bytes, elsewhere: the installed set
+    env.close()
+    env = gym.make("CsappExact-v0", tasks_path=str(forked), sandbox=NO_SANDBOX)
+    _, info = env.reset(seed=0)
+    assert info["task_set"] == "csapp@unversioned" and re.fullmatch(r"file-[0-9a-f]{11}", info["task_set_hash"])
+    env.close()
+    with pytest.raises(TaskSetError, match=r"pins csapp@\d+, but this env serves tasks from a file that is not the "
+                                           r"shipped task set \(csapp@unversioned, file-"):
+        gym.make("CsappExact-v0", tasks_path=str(forked), task_set=current.label, sandbox=NO_SANDBOX)
+
+
 def test_the_pin_shows_in_every_family_signature():
     for row in families():
         module, _, name = row.entry_point.partition(":")
@@ -215,6 +423,14 @@ def test_eval_rows_and_summary_name_the_task_set_and_resume_refuses_another(tmp_
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert _eval(tmp_path, "--resume") == 2
     assert "before task sets were versioned" in capsys.readouterr().err
+
+
+def test_resume_accepts_a_pin_to_the_installed_task_set(tmp_path):
+    """The pin is not part of a run's identity: it changes no outcome, and the rows name the set."""
+    current = installed("linalg")
+    assert _eval(tmp_path) == 0
+    assert _eval(tmp_path, "--resume", "--env-arg", f"task_set={current.label}") == 0
+    assert _eval(tmp_path, "--resume", "--env-arg", f"task_set={current.version}") == 0
 
 
 def test_eval_takes_the_pin_as_an_env_argument_and_refuses_another_in_one_line(tmp_path, capsys):

@@ -79,6 +79,8 @@ def run_fingerprint(env_ids: Sequence[str], agent: Agent, *, rollouts: int, seed
     concurrency or Ray, which change no outcome."""
     env_args = dict(make_kwargs)
     sandbox = env_args.pop("sandbox", _DEFAULT_SANDBOX)
+    # a task_set pin changes no outcome (only the installed set is accepted); the rows name the set they were played on
+    env_args.pop("task_set", None)
     return _jsonable({"agent": agent.fingerprint(), "env_ids": sorted(set(env_ids)), "env_args": env_args,
                       "sandbox": sandbox, "seed": seed, "rollouts": rollouts})
 

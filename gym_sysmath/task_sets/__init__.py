@@ -15,8 +15,10 @@ The rule for bumping a version is in ``docs/task-sets.md``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ SEPARATOR = "@"
 #: The label's version part for a family with no ``task_set.json`` (a plug-in family, or a new
 #: one before its first ``--record``): its scores name no comparable task set.
 UNVERSIONED = "unversioned"
+#: A version as a label or pin writes it: ASCII digits in canonical form (``1``, never ``01`` or a full-width one).
+_VERSION = re.compile(r"0|[1-9][0-9]*")
 
 
 class TaskSetError(ValueError):
@@ -43,6 +47,8 @@ class Release:
     gym_sysmath: str  #: the package version that first shipped it
     after_commit: str  #: the commit it was recorded on (it ships in the next one)
     why: str  #: what changed from the previous version
+    #: the hashes it had before, under an earlier digest format (``--record`` keeps them)
+    earlier_hashes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,14 +101,16 @@ def installed(family: str) -> TaskSet:
     if lock is None:
         return TaskSet(family, None, None)
     history = tuple(Release(int(entry["version"]), str(entry["hash"]), str(entry["gym_sysmath"]),
-                            str(entry["after_commit"]), str(entry["why"])) for entry in lock.get("history", ()))
+                            str(entry["after_commit"]), str(entry["why"]),
+                            tuple(str(earlier["hash"]) for earlier in entry.get("earlier_hashes", ())))
+                    for entry in lock.get("history", ()))
     return TaskSet(family, int(lock["version"]), str(lock["hash"]), history)
 
 
 def parse_label(label: str) -> tuple[str, int | None]:
     """``"csapp@1"`` -> ``("csapp", 1)``; ``"csapp@unversioned"`` -> ``("csapp", None)``."""
     family, separator, version = label.partition(SEPARATOR)
-    if not separator or not family or not (version.isdigit() or version == UNVERSIONED):
+    if not separator or not family or not (_VERSION.fullmatch(version) or version == UNVERSIONED):
         raise TaskSetError(f"{label!r} is not a task set label: one is <family>{SEPARATOR}<version>, e.g. csapp@1 "
                            f"(a <family>-<12 hex> fingerprint is from before task sets were versioned)")
     return family, None if version == UNVERSIONED else int(version)
@@ -131,7 +139,7 @@ def require(family: str, wanted: str | int) -> TaskSet:
     if isinstance(wanted, bool) or not isinstance(wanted, (str, int)):
         raise TaskSetError(f"task_set is a label like {current.label!r} or a version number, got {wanted!r}")
     version: int | None
-    if isinstance(wanted, int) or wanted.isdigit():
+    if isinstance(wanted, int) or _VERSION.fullmatch(wanted):
         asked_family, version = family, int(wanted)
     else:
         asked_family, version = parse_label(wanted)
@@ -147,3 +155,23 @@ def require(family: str, wanted: str | int) -> TaskSet:
         raise TaskSetError(f"task set {asked} is not installed: this install has {current.label} (hash "
                            f"{current.hash}){where}")
     return current
+
+
+def from_file(family: str, text: str, shipped: str) -> TaskSet:
+    """The task set an env serves when it loads its tasks from a file holding ``text`` instead
+    of the family's shipped file (``shipped``, its text): the installed one when the two are the
+    same, else ``<family>@unversioned`` with ``file-`` and the file's sha256 (11 hex) as the hash,
+    so scores on a forked file never pass for the installed task set's."""
+    if text == shipped:
+        return installed(family)
+    return TaskSet(family, None, "file-" + hashlib.sha256(text.encode()).hexdigest()[:11])
+
+
+def require_served(served: TaskSet, wanted: str | int) -> None:
+    """Refuse a ``task_set=`` pin on an env that serves ``served`` rather than the installed
+    task set (a forked task file): the pin would name tasks the env does not serve."""
+    current = installed(served.family)
+    if served != current:
+        raise TaskSetError(f"task_set={wanted!r} pins {current.label}, but this env serves tasks from a file that "
+                           f"is not the shipped task set ({served.label}, {served.hash}); drop task_set, or the "
+                           f"forked file (tasks_path) to serve {current.label}")

@@ -3,28 +3,33 @@ graded, measured through the env's own API, so that moving or renaming code leav
 changing a task, a key, a hidden case or a grading rule moves it. It runs no code (no Docker)
 and takes seconds.
 
-Four parts, each a sha256 of canonical JSON lines, on the family's primary id with default
+Five parts, each a sha256 of canonical JSON lines, on the family's primary id with default
 arguments:
 
 - ``eval_tasks``: every eval task's id, prompt and metadata (what a model sees), levels served
   only when asked for (``difficulty="starter"``) included;
 - ``eval_keys``: every eval task's ``grading_key()`` (its answer key; a family graded on hidden
-  cases adds them and its harness) and ``reference_action()``;
-- ``train_draws``: the first ``TRAIN_DRAWS`` train draws (seeds 0, 1, ...): id, prompt,
-  metadata, grading key and reference action; again with each name a filter serves only when
-  asked for;
-- ``verdicts``: the verdict and reward of every eval task on a fixed corpus of replies that hold
-  no code (wrong, malformed and reworded answers; the reference answer when it is an ANSWER
-  line), so a change to how answers are read or compared shows. A family whose answer is its
-  code (CompGeom) is graded by running it: the corpus covers what needs no sandbox.
+  cases adds them, its public cases, its harness and its run limits) and ``reference_action()``;
+- ``train_draws``: ``TRAIN_DRAWS`` unfiltered train draws, then draws for every combination of
+  filter names (``DRAWS_PER_COMBINATION``), so that a generator only one category, topic,
+  primitive or level reaches is measured; again with each name a filter serves only when asked
+  for;
+- ``verdicts``: the verdict and reward of every eval task on replies that hold no code: a fixed
+  corpus, and probes made from the task's reference answer that sit on either side of each
+  grading rule (``probes.reply_probes``), so a change to how answers are read or compared flips
+  one of them. A family whose answer is its code (CompGeom) is graded by running it: the corpus
+  covers what needs no sandbox;
+- ``rules``: a family's probes that no reply makes (``probes.RULES``): linalg's tolerance and
+  echo rule on problems widened to show them, CompGeom's host-side ``compare`` on perturbed
+  expected outputs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,18 +39,26 @@ import gymnasium as gym
 
 from gym_sysmath.env import INFO_KEYS, SysmathEnv, core_env
 from gym_sysmath.families import Family
+from gym_sysmath.task_sets.probes import RULES, reply_probes
 
-#: Bump when what the digest measures changes (a part, the corpus, ``TRAIN_DRAWS``): every
-#: family's hash is then re-recorded (``--record``), with no version bumped.
-DIGEST_FORMAT = 1
-TRAIN_DRAWS = 8
-PARTS = ("eval_tasks", "eval_keys", "train_draws", "verdicts")
+#: Bump when what the digest measures changes (a part, the corpus or probes, the draws): every
+#: family's hash is then re-recorded (``--record``), with no version bumped. 2: probes, rules,
+#: draws per filter combination, CompGeom's public cases and limits.
+DIGEST_FORMAT = 2
+#: Train draws with no filter (seeds 0, 1, ...); then one draw for each combination of filter
+#: names (every category x level, topic x level, primitive x language: each name is drawn once
+#: per name of the other filter), so a generator only one of them reaches is measured too.
+TRAIN_DRAWS = 4
+#: Draws per filter combination where a family's draws are cheap enough for more than one (a
+#: few ms each, against about 0.3 s for a CompGeom draw, which computes its hidden cases):
+#: enough that every template of a combination is drawn (csapp's cache category has six).
+DRAWS_PER_COMBINATION = {"csapp": 12, "linalg": 4}
+PARTS = ("eval_tasks", "eval_keys", "train_draws", "verdicts", "rules")
 #: A sandbox backend that does not exist: a reply the digest grades must never run code.
 NO_SANDBOX = "none (the task-set digest runs no code)"
 #: Replies every task is graded on; none holds code.
 FIXED_REPLIES = ("", "I cannot work this out.", "ANSWER: 0", "ANSWER: 1", "ANSWER: -1", "ANSWER: 0x0",
                  "ANSWER: [0, 0]", "ANSWER: yes", "ANSWER:")
-_ANSWER_LINE = re.compile(r"^ANSWER:.*$", re.MULTILINE)
 
 
 class DigestError(RuntimeError):
@@ -104,17 +117,13 @@ def _metadata(info: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in info.items() if key not in INFO_KEYS}
 
 
-def _replies(reference: str) -> Iterator[str]:
-    """The fixed corpus, then (for a family that reads ANSWER lines) the reference answer as it
-    is, with every digit shifted by one (well formed, wrong), lower-cased and in bold."""
-    yield from FIXED_REPLIES
-    match = _ANSWER_LINE.search(reference)
-    if match is not None and "```" not in reference:
-        line = match.group(0)
-        yield reference
-        yield re.sub(r"\d", lambda digit: str((int(digit.group(0)) + 1) % 10), line)
-        yield "answer:" + line.removeprefix("ANSWER:")
-        yield f"**{line}**"
+def _replies(reference: str, prompt: str) -> Iterator[str]:
+    """The fixed corpus, then the probes made from the reference answer (``probes.reply_probes``)."""
+    seen: set[str] = set()
+    for reply in (*FIXED_REPLIES, *reply_probes(reference, prompt)):
+        if reply not in seen:
+            seen.add(reply)
+            yield reply
 
 
 def _graded(env: gym.Env, core: SysmathEnv, task_id: str, reply: str) -> tuple[Any, ...]:
@@ -141,6 +150,15 @@ def _asked_for(core: SysmathEnv) -> list[dict[str, Any]]:
     return configurations
 
 
+def _filter_combinations(core: SysmathEnv) -> list[dict[str, Any]]:
+    """Every combination of one name per filter that ``core`` serves, as reset options."""
+    served = []
+    for entry in core.filters:
+        names = core.applied_filters.get(entry.argument) or entry.choices
+        served.append([(entry.argument, [name] if entry.many else name) for name in names])
+    return [dict(combination) for combination in itertools.product(*served)]
+
+
 def measure(row: Family, *, train_draws: int = TRAIN_DRAWS) -> Digest:
     """The digest of ``row``'s installed task set (its primary id, default arguments)."""
     parts = {name: _Part() for name in PARTS}
@@ -152,7 +170,7 @@ def measure(row: Family, *, train_draws: int = TRAIN_DRAWS) -> Digest:
             parts["eval_tasks"].add(task_id, prompt, _metadata(info))
             reference = core.reference_action()
             parts["eval_keys"].add(task_id, core.grading_key(), reference)
-            for reply in _replies(reference):
+            for reply in _replies(reference, prompt):
                 parts["verdicts"].add(task_id, *_graded(env, core, task_id, reply))
     finally:
         env.close()
@@ -160,10 +178,20 @@ def measure(row: Family, *, train_draws: int = TRAIN_DRAWS) -> Digest:
         env = gym.make(row.primary_id, sandbox=NO_SANDBOX, split="train", **filters)
         try:
             drawing = core_env(env)
-            for seed in range(train_draws):
-                prompt, info = env.reset(seed=seed)
-                parts["train_draws"].add(filters, seed, info["task_id"], prompt, _metadata(info),
+            draws: list[tuple[dict[str, Any], int]] = [({}, seed) for seed in range(train_draws)]
+            each = DRAWS_PER_COMBINATION.get(row.name, 1)
+            draws += [(options, index * each + draw) for index, options in enumerate(_filter_combinations(drawing))
+                      for draw in range(each)]
+            for options, seed in draws:
+                try:
+                    prompt, info = env.reset(seed=seed, options=options)
+                except ValueError:  # a combination no task has (csapp's starter level in floats)
+                    parts["train_draws"].add(filters, options, seed, "refused")
+                    continue
+                parts["train_draws"].add(filters, options, seed, info["task_id"], prompt, _metadata(info),
                                          drawing.grading_key(), drawing.reference_action())
         finally:
             env.close()
+    for probe in RULES.get(row.name, lambda: iter(()))():
+        parts["rules"].add(*probe)
     return Digest(row.name, {name: part.hex() for name, part in parts.items()})

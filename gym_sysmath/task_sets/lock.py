@@ -3,7 +3,8 @@
 ``check`` measures each family's digest and compares it with the recorded one; ``bump`` records
 a new version (a task, key, hidden case or grading rule changed); ``record`` re-records the
 current version (a family's first version, or a change of the digest's own recipe,
-``DIGEST_FORMAT``). The rule between them is in ``docs/task-sets.md``.
+``DIGEST_FORMAT``), never a version that may have shipped with another hash. The rule between
+them is in ``docs/task-sets.md``.
 """
 
 from __future__ import annotations
@@ -42,14 +43,18 @@ def problem(row: Family, digest: Digest | None = None) -> str | None:
         return (f"{label}: recorded with digest format {lock.get('digest_format')}, this is format {DIGEST_FORMAT}: "
                 f"the digest's recipe changed, not the tasks; re-record every family, versions unchanged: "
                 f"{COMMAND} --record --why 'digest format {DIGEST_FORMAT}'")
-    digest = digest or measure(row)
+    try:
+        digest = digest or measure(row)
+    except Exception as exc:  # a generator or grader that raises: one line naming the family, never a traceback
+        return f"{label}: the digest could not be measured: {type(exc).__name__}: {exc}"
     if digest.hash == lock["hash"]:
         return None
     changed = [name for name in PARTS if lock.get("parts", {}).get(name) != digest.parts[name]]
     return (f"{label}: the task set changed since it was recorded ({', '.join(changed)} differ; recorded "
             f"{lock['hash']}, measured {digest.hash}). A task, key, hidden case or grading rule changed, so bump "
-            f"the version: {COMMAND} --bump {row.name} --why '<what changed>'. Only when the digest's recipe "
-            f"changed instead (DIGEST_FORMAT bumped), re-record: {COMMAND} --record {row.name} --why '...'")
+            f"the version: {COMMAND} --bump {row.name} --why '<what changed>' (a shipped version is never "
+            f"redefined; only a version recorded since the last release, which never shipped, may be re-recorded: "
+            f"{COMMAND} --record {row.name} --unshipped --why '...')")
 
 
 def check(names: Sequence[str] = ()) -> list[str]:
@@ -85,17 +90,30 @@ def _entry(version: int, digest: Digest, why: str) -> dict[str, Any]:
     return {"version": version, "hash": digest.hash, "gym_sysmath": package, "after_commit": commit, "why": why}
 
 
-def record(row: Family, why: str) -> str:
-    """Record ``row``'s digest as its current version (version 1 when it has none), keeping the version."""
+def record(row: Family, why: str, *, unshipped: bool = False) -> str:
+    """Record ``row``'s digest as its current version (version 1 when it has none), keeping the
+    version. Allowed when the family has no version yet, when the digest's recipe changed
+    (``DIGEST_FORMAT``), or when the hash is unchanged; a new hash for a version in the history
+    under the same recipe would redefine a shipped version, so it is refused unless ``unshipped``
+    says the version never shipped. The hash it replaces stays in the history (``earlier_hashes``)."""
     digest = measure(row)
     lock = read_lock(row.name) or {"version": 1, "history": []}
     version = int(lock["version"])
     history = [entry for entry in lock.get("history", []) if entry["version"] != version]
     old = next((entry for entry in lock.get("history", []) if entry["version"] == version), None)
-    entry = _entry(version, digest, why) if old is None else {**old, "hash": digest.hash,
-                                                             "why": f"{old['why']}; re-recorded: {why}"}
-    if old is not None and old["hash"] == digest.hash:
+    if old is None:
+        entry = _entry(version, digest, why)
+    elif old["hash"] == digest.hash:
         entry = old
+    elif lock.get("digest_format") == DIGEST_FORMAT and not unshipped:
+        raise ValueError(f"{row.name}@{version} is recorded with hash {old['hash']} and the digest (same format "
+                         f"{DIGEST_FORMAT}) now measures {digest.hash}: the task set changed, and re-recording would "
+                         f"redefine a version that may have shipped. Bump it: {COMMAND} --bump {row.name} --why "
+                         f"'<what changed>'; only if {row.name}@{version} never shipped (recorded since the last "
+                         f"release), add --unshipped to --record")
+    else:
+        earlier = {"hash": old["hash"], "digest_format": lock.get("digest_format"), "replaced_because": why}
+        entry = {**old, "hash": digest.hash, "earlier_hashes": [*old.get("earlier_hashes", []), earlier]}
     _write(row, {"family": row.name, "version": version, "hash": digest.hash, "digest_format": DIGEST_FORMAT,
                  "parts": dict(digest.parts), "history": [*history, entry]})
     return f"{row.name}@{version} {digest.hash}: recorded"
@@ -107,6 +125,10 @@ def bump(row: Family, why: str, *, unseen: bool = False) -> str:
     lock = read_lock(row.name)
     if lock is None:
         raise ValueError(f"{row.name} has no {LOCK_FILE} yet: its first version is recorded with --record")
+    if lock.get("digest_format") != DIGEST_FORMAT:
+        raise ValueError(f"{row.name}@{lock['version']} was recorded with digest format {lock.get('digest_format')}, "
+                         f"this is format {DIGEST_FORMAT}: re-record it first ({COMMAND} --record {row.name} --why "
+                         f"'digest format {DIGEST_FORMAT}'), then bump")
     digest = measure(row)
     if digest.hash == lock["hash"] and not unseen:
         raise ValueError(f"{row.name}@{lock['version']} is current ({digest.hash}): the digest saw no change; for a "
