@@ -409,6 +409,18 @@ class CompGeomEnv(SysmathEnv):
             return "Submitting the reference solution."
         return f"```{task.language}\n{solution}```"
 
+    def chance_action(self, rng: np.random.Generator) -> str:
+        """The starter file unchanged (its API, unimplemented), then its submission. A program
+        has no candidate answers to draw from, and a random text builds nothing: the floor of a
+        code family is the well-formed program that solves nothing (it builds, runs, and passes
+        no hidden case: 0%). ``rng`` is not needed: every draw is the same."""
+        task = self._current
+        if task is None:
+            raise RuntimeError("call reset() first")
+        if self._candidate == task.starter:
+            return "Submitting the starter as it is."
+        return f"```{task.language}\n{task.starter}```"
+
 
 def sandbox_runner(sandbox: Sandbox):
     """``compgeom.check_fixtures``'s runner on a real sandbox: (language, files, stdin) -> (status, output)."""

@@ -8,6 +8,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from gym_sysmath.actions import Reply
 from gym_sysmath.answers import choose_answer, unwrap
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
@@ -368,6 +370,14 @@ class CsappExactEnv(SysmathEnv):
         if self.task is None:
             raise RuntimeError("call reset() first")
         return f"ANSWER: {json.dumps(self.task.answer)}"
+
+    def chance_action(self, rng: np.random.Generator) -> str:
+        """One of the task's executed candidates (the key and its distractors, the tempting
+        wrong readings) drawn uniformly: the multiple-choice chance level, 1 in the candidate count."""
+        if self._current is None:
+            raise RuntimeError("call reset() first")
+        candidates = [self._current.answer, *self._current.distractors]
+        return f"ANSWER: {json.dumps(candidates[int(rng.integers(len(candidates)))])}"
 
     def reference_code(self) -> str:
         """Python that sets `result` to the key (the code-path counterpart of reference_action)."""

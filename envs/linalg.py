@@ -5,12 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from gym_sysmath.actions import Reply
 from gym_sysmath.env import SysmathEnv, Task, ToolTurn
 from gym_sysmath.filters import TaskFilter
 from gym_sysmath.sandbox import Limits
 from gym_sysmath.tasks import linalg
+from gym_sysmath.tasks.linalg.render import inline
 from gym_sysmath.verdicts import Grade, Verdict
+
+#: The random agent's integers: uniform in [-CHANCE_RANGE, CHANCE_RANGE].
+CHANCE_RANGE = 9
 
 
 class LinearAlgebraEnv(SysmathEnv):
@@ -160,3 +166,19 @@ class LinearAlgebraEnv(SysmathEnv):
         if self._problem is None:
             raise RuntimeError("call reset() first")
         return linalg.reference_response(self._problem)
+
+    def chance_action(self, rng: np.random.Generator) -> str:
+        """A random value of the asked-for kind and shape (what the prompt's matrices already
+        tell): integers uniform in [-9, 9], a boolean by a fair coin. A problem has no
+        candidate answers, so this is the floor: about 1/2 on `is_symmetric`, near 0 elsewhere."""
+        if self._problem is None:
+            raise RuntimeError("call reset() first")
+
+        def draw(shape: Any) -> Any:
+            if isinstance(shape, bool):
+                return bool(rng.integers(2))
+            if isinstance(shape, list):
+                return [draw(item) for item in shape]
+            return str(int(rng.integers(-CHANCE_RANGE, CHANCE_RANGE + 1)))
+
+        return f"A guess of the right shape.\n\nANSWER: {inline(draw(self._problem.answer))}"

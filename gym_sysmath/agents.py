@@ -7,7 +7,7 @@ agent serves every worker thread at once and pickles whole into a Ray actor.
 Built-in agents, by their ``--agent`` spec:
 
 - ``reference``: the env's own reference action (host-side); must score 100%.
-- ``random``: seeded random text from the action space; the noise floor.
+- ``random``: a seeded well-formed answer that scores only by chance (``chance_action``); the baseline.
 - ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint, through the ``openai``
   package (the ``[openai]`` extra); the prompt and every later observation are user messages,
   its replies the assistant's. Each turn's reply record (the sampling fields sent, response id
@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
 from gym_sysmath.env import core_env
 
@@ -93,11 +92,63 @@ class AgentReply:
     record: Mapping[str, Any] | None = None
 
 
+#: Path components that tell no model from another: a label reaches back past them (hex: a hash).
+_GENERIC_PART = re.compile(r"models?|weights|snapshots?|checkpoints?|hf|hub|huggingface|share|main|final|latest"
+                           r"|best|merged|outputs?|exported|[0-9a-f]{12,}"
+                           r"|(checkpoint|ckpt|step|global_step|epoch|iter)[-_]?\d+", re.IGNORECASE)
+_FILE_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9_]{0,11}$")
+_HASH = re.compile(r"[0-9a-f]{12,}")
+
+
+def _path_like(model: str) -> bool:
+    """A model id that names a file or a directory (``/root/.../model``, ``./ckpt``, ``a/b/c``,
+    ``C:\\m\\x.gguf``, ``org/x.gguf``) rather than a served name; a hub id ``org/name`` is not."""
+    if "\\" in model or model.startswith(("/", "~", ".")) or model.count("/") >= 2:
+        return True
+    return "/" in model and bool(_FILE_EXTENSION.search(model))
+
+
+def short_label(name: str, reach: int = 0) -> str:
+    """What a scoreboard calls the agent ``name`` (``kind:rest``): ``name`` itself, unless
+    ``rest`` is path-like (``_path_like``); then its last meaningful component, followed by
+    the final one when that is generic (``openai:/root/share/smollm2/model`` ->
+    ``openai:smollm2/model``, a hash cut to 7 characters). ``reach`` > 0 keeps every component
+    from ``reach`` before the meaningful one (to tell apart two labels that collide), and at
+    the path's start gives ``name`` whole. The full name stays in the logs and fingerprint."""
+    kind, colon, rest = name.partition(":")
+    if not colon or "/" in kind or "\\" in kind:
+        kind, colon, rest = "", "", name
+    if not _path_like(rest):
+        return name
+    parts = [part for part in re.split(r"[/\\]+", rest) if part not in ("", ".", "..", "~")]
+    if not parts:
+        return name
+    meaningful = next((i for i in reversed(range(len(parts))) if not _GENERIC_PART.fullmatch(parts[i])),
+                      len(parts) - 1)
+    if reach:
+        if meaningful - reach <= 0:
+            return name
+        chosen = parts[meaningful - reach:]
+    else:
+        chosen = parts[meaningful:meaningful + 1] + parts[-1:] * (meaningful < len(parts) - 1)
+    return kind + colon + "/".join(part[:7] if _HASH.fullmatch(part) else part for part in chosen)
+
+
 class Agent:
     """Chooses actions. Subclasses set ``name`` and implement ``act`` (or ``reply``, when
     they have a per-turn record worth logging)."""
 
     name: str = "agent"
+    #: The label it was given (``make_agent(name=...)``, ``eval --name``). Display only: the
+    #: logs and the fingerprint keep ``name``, so a new label resumes the same run.
+    given_label: str | None = None
+    #: Whether the progress line counts its turns and tokens (a model's turns take seconds).
+    turn_progress: bool = False
+
+    @property
+    def label(self) -> str:
+        """What scoreboards and progress lines call it: the given label, else ``short_label(name)``."""
+        return self.given_label or short_label(self.name)
 
     def act(self, turn: Turn) -> str:
         raise NotImplementedError
@@ -132,23 +183,18 @@ class ReferenceAgent(Agent):
 
 @dataclass(frozen=True)
 class RandomAgent(Agent):
-    """Up to ``max_chars`` characters drawn from the action space's charset, seeded by sample
-    and turn, so a rerun or a resumed run writes the same text."""
+    """The chance baseline: each turn, the env's ``chance_action`` (a well-formed answer that
+    scores only by chance: a uniform draw among CsappExact's executed candidates, a random
+    value of the asked-for shape in LinearAlgebra, CompGeom's unimplemented starter), seeded
+    by sample and turn, so a rerun or a resumed run writes the same text."""
 
-    max_chars: int = 200
     name: str = "random"
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"kind": "random", "max_chars": self.max_chars}
+        return {"kind": "random", "version": 2, "draws": "chance_action"}  # version 1 wrote random characters
 
     def act(self, turn: Turn) -> str:
-        rng = np.random.default_rng([turn.seed, turn.index])
-        space = turn.env.action_space
-        if not isinstance(space, spaces.Text):
-            raise TypeError(f"the random agent draws from a Text action space, not {type(space).__name__}")
-        chars = space.character_list
-        length = int(rng.integers(1, self.max_chars + 1))
-        return "".join(chars[i] for i in rng.integers(len(chars), size=length))
+        return core_env(turn.env).chance_action(np.random.default_rng([turn.seed, turn.index]))
 
 
 class AgentError(RuntimeError):
@@ -247,6 +293,7 @@ class OpenAIAgent(Agent):
     choices_per_request: int | None = None
     #: The server's ``/models`` entry for this model (set by ``check``); part of the fingerprint.
     served_model: Mapping[str, Any] | None = field(default=None, compare=False)
+    turn_progress = True  # a class attribute, not a field: a model's turns take seconds
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -507,6 +554,8 @@ class PythonAgent(Agent):
     threads at once, so it should keep no per-episode state of its own (``history`` has it).
     """
 
+    turn_progress = True  # the callable may well ask a model
+
     def __init__(self, target: str):
         module, _, function = target.partition(":")
         if not module or not function:
@@ -642,10 +691,21 @@ def _describe(key: tuple[str | None, str, int]) -> str:
     return f"{'' if env_id is None else env_id + ' '}task {task_id!r} rollout {rollout}"
 
 
-def make_agent(spec: str, argument: str | None = None, **openai_options: Any) -> Agent:
+def make_agent(spec: str, argument: str | None = None, name: str | None = None, **openai_options: Any) -> Agent:
     """An agent from its ``--agent`` spec: ``reference``, ``random``, ``openai`` (with
     ``openai_options``: ``model`` and the ``OpenAIAgent`` fields), ``python:MODULE:FUNCTION``
-    or ``responses:FILE`` (the part after the kind may come as ``argument`` instead)."""
+    or ``responses:FILE`` (the part after the kind may come as ``argument`` instead).
+    ``name`` (``eval --name``) is its label on the scoreboard and the progress line, for any
+    kind; display only, so the logs, the fingerprint and ``--resume`` go by the agent's own name."""
+    if name is not None and (not name.strip() or not name.isprintable()):
+        raise ValueError(f"--name takes one line of printable text, got {name!r}")
+    agent = _agent_of_kind(spec, argument, openai_options)
+    if name is not None:
+        object.__setattr__(agent, "given_label", name.strip())  # frozen dataclass agents too
+    return agent
+
+
+def _agent_of_kind(spec: str, argument: str | None, openai_options: Mapping[str, Any]) -> Agent:
     kind, _, inline = spec.partition(":")
     if kind not in KINDS:
         raise ValueError(f"unknown agent {spec!r}; choose from {', '.join(KINDS)}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.error import ResetNeeded
 
 from gym_sysmath.actions import (
@@ -202,6 +203,8 @@ class SysmathEnv(gym.Env[str, str], metaclass=_TakesTaskSet):
         if split not in self.splits:
             raise ValueError(f"split must be one of {self.splits}, got {split!r}")
         max_turns = self.default_max_turns if max_turns is None else max_turns
+        if isinstance(max_turns, bool) or not isinstance(max_turns, (int, np.integer)):
+            raise TypeError(f"max_turns must be a whole number, got {max_turns!r}")
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
         self.split = split
@@ -267,6 +270,13 @@ class SysmathEnv(gym.Env[str, str], metaclass=_TakesTaskSet):
     def reference_action(self) -> str:
         """An action text that solves the current task (for tests and offline eval only)."""
         raise NotImplementedError
+
+    def chance_action(self, rng: np.random.Generator) -> str:
+        """A well-formed action for the current turn that scores only by chance, drawn from
+        ``rng``: the ``random`` agent's baseline. It reads the key no further than the family's
+        own candidates (a multiple-choice draw), so its accuracy is the chance level."""
+        raise NotImplementedError(f"{type(self).__name__} has no chance_action: the random agent has no baseline "
+                                  "for its family")
 
     def grading_key(self) -> Any:
         """What the current task's replies are graded against, host side only: its answer key (a

@@ -497,6 +497,95 @@ def test_the_report_page_shows_the_transcripts_in_a_real_browser(tmp_path, capsy
     assert f"{verdicts.count(wanted)} of {len(rows)} samples shown" in filtered
 
 
+#: A reply whose prose holds inline fences (as CompGeom's prompts do) and one real fenced block.
+INLINE_FENCES = ("Reply in one ```python code block, or use `np.linalg` <b>here</b>:\n"
+                 "```python\nprint(1)  # run\n```\nANSWER: 0")
+
+
+def _half_wrong_run(tmp_path: Path) -> Path:
+    """A real answer-only run, no Docker: LinearAlgebra-v0 task i right on its first i of 3
+    rollouts (0 to 3 of 3 correct) and CompGeomPython-v0 with no code (format errors), from a
+    responses file written from the reference answers."""
+    answers, compgeom = tmp_path / "answers.jsonl", tmp_path / "compgeom.jsonl"
+    assert main(["export", LINALG, "-n", "4", "--out", str(answers), "--with-answers"]) == 0
+    assert main(["export", "CompGeomPython-v0", "-n", "1", "--out", str(compgeom)]) == 0
+    lines = [{"env_id": LINALG, "task_id": row["task_id"], "rollout": rollout,
+              "response": row["reference_action"] if rollout < index else INLINE_FENCES if index == 0 else "ANSWER: 0"}
+             for index, row in enumerate(read_jsonl(answers)) for rollout in range(3)]
+    lines += [{"env_id": "CompGeomPython-v0", "task_id": row["task_id"], "rollout": rollout,
+               "response": "No code from me."} for row in read_jsonl(compgeom) for rollout in range(3)]
+    responses = tmp_path / "half_wrong.jsonl"
+    responses.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run = tmp_path / "run"
+    assert main(["eval", "--agent", "responses", str(responses), "--out", str(run), "--quiet", *PROCESS]) == 0
+    return run
+
+
+def test_the_report_shows_pass_at_k_each_tasks_k_of_r_the_chart_and_prompts_as_prose(tmp_path):
+    run = _half_wrong_run(tmp_path)
+    assert main(["report", str(run)]) == 0
+    dom = _dump_dom(run / "report.html")
+    assert 'data-ready="1"' in dom
+    summary = json.loads((run / "summary.json").read_text())
+    rows = read_jsonl(run / "results.jsonl")
+
+    # pass@k per env and overall, every k to the rollouts: summary.json's numbers, read off the page.
+    shown: dict[str, dict[str, float]] = {}
+    table = dom[dom.index('class="scores pass-at-k"'):]
+    for env, cells in re.findall(r'<tr data-env="([^"]+)">(.*?)</tr>', table[:table.index("</table>")]):
+        shown[env] = {k: float(value) for k, value in re.findall(r'data-k="(\d+)" data-value="([^"]+)"', cells)}
+    expected = {env: stats["pass_at_k"] for env, stats in summary["envs"].items()} | {
+        "all": summary["overall"]["pass_at_k"]}
+    assert shown == expected and set(shown[LINALG]) == {"1", "2", "3"}
+
+    # Each task: k of r from the log, its rollouts under it, collapsed.
+    tasks = re.findall(r'<details class="task" data-env="([^"]+)" data-task="([^"]+)" data-correct="(\d+)" '
+                       r'data-scored="(\d+)" data-samples="(\d+)"[^>]*><summary><span class="k-of-r [a-z]+">([^<]+)<',
+                       dom)
+    logged: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        logged.setdefault((row["env_id"], row["task_id"]), []).append(row["verdict"])
+    assert {(env, task): (int(c), int(s), int(n), text) for env, task, c, s, n, text in tasks} == {
+        key: (v.count("correct"), len(v), len(v), f"{v.count('correct')} of {len(v)} correct")
+        for key, v in logged.items()}
+    assert sorted(int(c) for env, _, c, *_ in tasks if env == LINALG) == [0, 1, 2, 3]
+    assert "<details class=\"task\" open" not in dom and len(_visible_samples(dom)) == len(rows)
+
+    # The breakdowns chart: one bar per env and per breakdown value, at summary.json's accuracy.
+    bars = re.findall(r'<rect class="bar" [^>]*data-panel="([^"]+)" data-group="([^"]+)" data-accuracy="([^"]+)"', dom)
+    wanted = [("accuracy by env", env, str(stats["accuracy"])) for env, stats in summary["envs"].items()]
+    wanted += [(f"{env}: {key}", value, str(group["accuracy"])) for env, stats in summary["envs"].items()
+               for key, groups in stats["breakdowns"].items() for value, group in groups.items()]
+    assert [(panel, group, float(accuracy)) for panel, group, accuracy in bars] == [
+        (panel, group, float(accuracy)) for panel, group, accuracy in wanted]
+    assert '<svg class="chart"' in dom
+
+    # A CompGeom prompt: its contract is prose with inline code, its starter the one code block.
+    start = dom.index('data-env="CompGeomPython-v0" data-task=')
+    prompt = dom[start:dom.index('<details class="sample"', start)]
+    assert prompt.count('<pre class="code"') == 1 and 'data-lang="python"' in prompt
+    prose = re.match(r'.*?<div class="prose">((?:[^<]|<code>[^<]*</code>)*)</div>', prompt, re.DOTALL)
+    assert prose and "in one ```python code block" in prose[1] and "# Contract: <code>" in prose[1]
+    assert "## The result" in prose[1] and prose[1].count("<code>") > 5
+    # A reply with inline fences and a real one: prose, inline code, one highlighted block, no markup.
+    assert ('<div class="prose">Reply in one ```python code block, or use <code>np.linalg</code> '
+            '&lt;b&gt;here&lt;/b&gt;:\n</div><pre class="code" data-lang="python">') in dom
+    assert '<span class="com"># run</span>' in dom
+
+    # A harness failure on a wrong rollout (as a broken container is logged): not scored, never wrong.
+    broken = next(row for row in rows if row["verdict"] == "wrong_answer" and logged[(LINALG, row["task_id"])].count(
+        "correct") == 1)
+    broken.update(verdict="scoring_error", reward=0.0, scoring_error="container_start_failed")
+    (run / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert main(["report", str(run)]) == 0
+    hardest = _dump_dom(run / "report.html", "#sort=hardest&env=LinearAlgebra-v0")
+    order = re.findall(rf'<details class="task" data-env="{LINALG}" [^>]*data-correct="(\d+)" data-scored="(\d)"',
+                       hardest)
+    assert order == [("0", "3"), ("1", "2"), ("2", "3"), ("3", "3")]
+    assert '<span class="k-of-r some">1 of 2 correct (+1 not scored)</span>' in hardest
+    assert "summary.json differs from results.jsonl for" in hardest
+
+
 def test_report_of_a_directory_without_a_log_is_one_line(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -16,11 +16,15 @@ around it). The pieces, top to bottom, one module each:
   agent's configuration and the model the server says it serves, env ids and arguments,
   seed, rollouts, sandbox backend), and ``resume`` refuses a log that another configuration
   wrote. Every row names the task set it was played on (``task_set``, ``task_set_hash``), and
-  ``resume`` refuses a log played on another task set than this install's.
+  ``resume`` refuses a log played on another task set than this install's. One eval writes a
+  directory at a time (``log.one_writer``: a second one stops at once, naming the first), and
+  rows logged twice for one sample are counted (``duplicate_rows`` in ``summary.json``).
 - *Summarize* (``summary``): a pure function of the logged samples in plan order, so a
   resumed run writes the same ``summary.json`` as an uninterrupted one (but for ``time``,
   the sessions' whole wall time). Scoring errors (harness failures) and failed samples are
-  counted and left out of every denominator, never scored as wrong.
+  counted and left out of every denominator, never scored as wrong. Tasks whose sampled
+  rollouts all came back byte-identical are counted too (``identical_rollouts``), and the
+  run's notes warn of a server that may not be sampling.
 - *Report* (``report``): a scoreboard table, breakdown lines, a PNG of the breakdowns
   (matplotlib, imported only to plot), and the progress bar; ``viewer`` writes a run
   directory's transcripts as one self-contained HTML page (``gym-sysmath report``).
@@ -34,6 +38,7 @@ logged rows (``SampleResult``, ``SampleFailure``, ``RowVerdict``); planning (``c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -46,7 +51,14 @@ import gymnasium as gym
 
 from gym_sysmath.agents import Agent, make_agent
 from gym_sysmath.env import core_env
-from gym_sysmath.evaluation.log import ResultsLog, bind_run_header, record_session, run_fingerprint, sessions_time
+from gym_sysmath.evaluation.log import (
+    ResultsLog,
+    bind_run_header,
+    one_writer,
+    record_session,
+    run_fingerprint,
+    sessions_time,
+)
 from gym_sysmath.evaluation.plan import EvalError, SampleSpec, choose_tasks, plan_samples
 from gym_sysmath.evaluation.report import EvalRun, Progress, plot_summary
 from gym_sysmath.evaluation.run import (
@@ -59,7 +71,7 @@ from gym_sysmath.evaluation.run import (
     run_local,
     take_sandbox,
 )
-from gym_sysmath.evaluation.summary import pass_at_k, summarize
+from gym_sysmath.evaluation.summary import identical_rollouts_note, pass_at_k, summarize
 from gym_sysmath.task_sets import TaskSet
 
 #: Eval events: a run's start, its resume (how much was logged), its end or interruption.
@@ -172,10 +184,24 @@ def _left_to_play(specs: Sequence[SampleSpec], results: Mapping[SampleKey, Sampl
     return [spec for spec in specs if spec.key not in results or results[spec.key].verdict is RowVerdict.FAILED]
 
 
-def _notes(done: Mapping[SampleKey, SampleResult], planned: set[SampleKey]) -> tuple[str, ...]:
+def _duplicates_said(count: int) -> str:
+    return (f"results.jsonl holds {count} duplicate row(s), a sample logged again after it was scored (two evals "
+            "writing one --out?); each sample's last row is used")
+
+
+def _notes(done: Mapping[SampleKey, SampleResult], planned: set[SampleKey], duplicates: int,
+           summary: Mapping[str, Any]) -> tuple[str, ...]:
     """What the run should tell its user that the scoreboard does not show."""
+    notes = []
     extra = len(done) - len(planned.intersection(done))
-    return (f"{extra} logged sample(s) outside this plan were kept in results.jsonl and left out",) if extra else ()
+    if extra:
+        notes.append(f"{extra} logged sample(s) outside this plan were kept in results.jsonl and left out")
+    if duplicates:
+        notes.append(_duplicates_said(duplicates))
+    identical = identical_rollouts_note(summary)
+    if identical:
+        notes.append(identical)
+    return tuple(notes)
 
 
 class _Recorder:
@@ -205,7 +231,8 @@ class _Recorder:
 
 def _play_all(todo: Sequence[SampleSpec], agent: Agent, record: _Recorder, *, ray: bool | str | None,
               concurrency: int | None, make_kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Play the samples left to play on Ray actors or local threads; Ray's report of its actors, if Ray."""
+    """Play the samples left to play on Ray actors or local threads; Ray's report of its actors, if Ray.
+    Local threads tell the progress line each turn; Ray actors only each sample (no per-turn callback)."""
     if ray is not None and ray is not False:
         from gym_sysmath.evaluation.ray_runner import run_ray
 
@@ -214,7 +241,8 @@ def _play_all(todo: Sequence[SampleSpec], agent: Agent, record: _Recorder, *, ra
     from gym_sysmath.sandbox.pool import default_pool_size
 
     default = getattr(agent, "max_concurrent_requests", None) or default_pool_size()
-    run_local(todo, agent, record, concurrency=concurrency or default, make_kwargs=make_kwargs)
+    run_local(todo, agent, record, concurrency=concurrency or default, make_kwargs=make_kwargs,
+              on_turn=record.bar.turn)
     return None
 
 
@@ -276,42 +304,49 @@ def evaluate(env_ids: Sequence[str], agent: Agent | str = "reference", *, n: int
     ``ray`` (default: one per cluster CPU), which is True for a local or ``RAY_ADDRESS``
     instance, or a cluster's address. With ``out``, writes ``results.jsonl``,
     ``summary.json``, ``sessions.jsonl`` and ``breakdowns.png`` there; ``resume`` skips the
-    samples already logged (failed ones are played again).
+    samples already logged (failed ones are played again). ``out`` is held for the whole
+    call: an eval already writing it makes this one raise ``EvalError`` at once, naming it.
     """
     agent = make_agent(agent) if isinstance(agent, str) else agent
     env_ids = list(dict.fromkeys(env_ids))  # an id named twice is evaluated once
     _check_arguments(rollouts, resume, out)
     make_kwargs = dict(make_kwargs or {})
     use_ray = ray is not None and ray is not False
-    started = time.perf_counter()
-    task_ids, probes = _task_ids(env_ids, make_kwargs, take_sandboxes=not use_ray)
-    try:  # plan, open (or resume) the log, play what is left; then summarize
-        task_sets = {env_id: core_env(probe).task_set for env_id, probe in zip(env_ids, probes, strict=True)}
-        specs = _plan(env_ids, task_ids, agent, n, rollouts, seed)
-        planned = {spec.key for spec in specs}
-        fingerprint = run_fingerprint(env_ids, agent, rollouts=rollouts, seed=seed, make_kwargs=make_kwargs)
-        out_dir = Path(out) if out is not None else None
-        log, done = _open_log(out_dir, specs, agent, fingerprint, task_sets, resume=resume, overwrite=overwrite)
-        results = {key: result for key, result in done.items() if key in planned}
-        todo = _left_to_play(specs, results)
-        if resume and log:
-            logger.info("eval %s: resuming %s: %d of %d samples logged, %d to play (failed ones again)",
-                        agent.name, log.path, len(specs) - len(todo), len(specs), len(todo))
-        logger.info("eval %s: start: %d samples on %s (%s)", agent.name, len(todo), ", ".join(env_ids),
-                    "ray" if use_ray else f"{concurrency or 'default'} in flight")
-        bar = Progress(len(specs), f"eval {agent.name[:24]}", done=len(specs) - len(todo), enabled=progress)
-        record = _Recorder(agent.name, task_sets, log, results, bar)
-        ray_report = _session(todo, agent, record, ray=ray, concurrency=concurrency, make_kwargs=make_kwargs,
-                              out_dir=out_dir, started=started)
-    finally:
-        close_all(dict(enumerate(probes)))
-    ordered = tuple(results[spec.key] for spec in specs if spec.key in results)
-    config = {"agent": agent.name, "env_ids": list(env_ids), "n": n, "rollouts": rollouts, "seed": seed,
-              "make_kwargs": _jsonable(make_kwargs), "fingerprint": fingerprint}
-    summary = _summary(ordered, specs, config, ray_report, out_dir, started)
-    plot_path = _write_summary(out_dir, summary, ordered, plot, agent.name)
+    out_dir = Path(out) if out is not None else None
+    with one_writer(out_dir) if out_dir is not None else contextlib.nullcontext():  # before any file is touched
+        started = time.perf_counter()
+        task_ids, probes = _task_ids(env_ids, make_kwargs, take_sandboxes=not use_ray)
+        try:  # plan, open (or resume) the log, play what is left; then summarize
+            task_sets = {env_id: core_env(probe).task_set for env_id, probe in zip(env_ids, probes, strict=True)}
+            specs = _plan(env_ids, task_ids, agent, n, rollouts, seed)
+            planned = {spec.key for spec in specs}
+            fingerprint = run_fingerprint(env_ids, agent, rollouts=rollouts, seed=seed, make_kwargs=make_kwargs)
+            log, done = _open_log(out_dir, specs, agent, fingerprint, task_sets, resume=resume, overwrite=overwrite)
+            duplicates = log.duplicate_rows if log else 0
+            results = {key: result for key, result in done.items() if key in planned}
+            todo = _left_to_play(specs, results)
+            if resume and log:
+                logger.info("eval %s: resuming %s: %d of %d samples logged, %d to play (failed ones again)%s",
+                            agent.name, log.path, len(specs) - len(todo), len(specs), len(todo),
+                            f"; {_duplicates_said(duplicates)}" if duplicates else "")
+            logger.info("eval %s: start: %d samples on %s (%s)", agent.name, len(todo), ", ".join(env_ids),
+                        "ray" if use_ray else f"{concurrency or 'default'} in flight")
+            bar = Progress(len(specs), f"eval {agent.label}", done=len(specs) - len(todo), enabled=progress,
+                           turns=agent.turn_progress, live_turns=not use_ray)
+            record = _Recorder(agent.name, task_sets, log, results, bar)
+            ray_report = _session(todo, agent, record, ray=ray, concurrency=concurrency, make_kwargs=make_kwargs,
+                                  out_dir=out_dir, started=started)
+        finally:
+            close_all(dict(enumerate(probes)))
+        ordered = tuple(results[spec.key] for spec in specs if spec.key in results)
+        config = {"agent": agent.name, "label": agent.label, "env_ids": list(env_ids), "n": n, "rollouts": rollouts,
+                  "seed": seed, "make_kwargs": _jsonable(make_kwargs), "fingerprint": fingerprint}
+        summary = _summary(ordered, specs, config, ray_report, out_dir, started)
+        if log:
+            summary["duplicate_rows"] = duplicates
+        plot_path = _write_summary(out_dir, summary, ordered, plot, agent.name)
     return EvalRun(agent.name, summary, ordered, tuple(record.failures), out_dir, time.perf_counter() - started,
-                   plot_path, _notes(done, planned))
+                   plot_path, _notes(done, planned, duplicates, summary), label=agent.given_label)
 
 
 def exit_code(runs: Sequence[EvalRun]) -> int:

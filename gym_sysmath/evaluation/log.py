@@ -6,28 +6,54 @@ in the file, wins), and ``bind_run_header`` refuses a log that another configura
 ``sessions.jsonl`` gets one line per ``evaluate`` call on the directory (its wall time, how
 many samples it logged, whether it was interrupted), so a resumed run's time is the whole
 of it.
+
+A run directory has one writer: ``one_writer`` holds ``eval.lock`` there (an ``flock``, which
+dies with its process, so a killed eval leaves no stale lock; the file names the holder for
+the message), and a second eval on the directory stops before it touches a file. A log that
+two writers filled anyway (before the lock, or by hand) is read with its ``duplicate_rows``
+counted: rows for a key that already had a row, other than the replay of a ``failed`` one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import inspect
 import json
+import os
+import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gym_sysmath.agents import Agent
 from gym_sysmath.env import SysmathEnv
 from gym_sysmath.evaluation.plan import EvalError
-from gym_sysmath.evaluation.run import SampleResult, _jsonable
+from gym_sysmath.evaluation.run import RowVerdict, SampleResult, _jsonable
 
 #: The run header beside ``results.jsonl``: the fingerprint ``resume`` checks.
 RUN_HEADER = "run.json"
 RUN_HEADER_FORMAT = 1
 #: One line per session that wrote to the directory.
 SESSIONS = "sessions.jsonl"
+#: Held (``flock``) by the eval writing the directory; it names its holder. Removed when released.
+RUN_LOCK = "eval.lock"
+
+
+def duplicate_rows(results: Iterable[SampleResult]) -> int:
+    """The rows, in log order, whose key already had a row that was not ``failed``: the same
+    sample logged twice (two evals writing one directory). A ``failed`` row followed by its
+    replay is how ``--resume`` works, not a duplicate."""
+    last: dict[tuple[str, str, int], SampleResult] = {}
+    count = 0
+    for result in results:
+        earlier = last.get(result.key)
+        if earlier is not None and earlier.verdict is not RowVerdict.FAILED:
+            count += 1
+        last[result.key] = result
+    return count
 
 
 class ResultsLog:
@@ -36,6 +62,8 @@ class ResultsLog:
     def __init__(self, path: Path, *, resume: bool = False, overwrite: bool = False):
         self.path = path
         self._lock = threading.Lock()
+        #: What ``load`` found: rows logged again for a sample already scored (``duplicate_rows``).
+        self.duplicate_rows = 0
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size and not resume:
             if not overwrite:
@@ -45,7 +73,7 @@ class ResultsLog:
 
     def load(self) -> dict[tuple[str, str, int], SampleResult]:
         """The samples logged so far, each key's last row; a line cut short by a crash is
-        dropped from the file."""
+        dropped from the file. Sets ``duplicate_rows``."""
         if not self.path.exists():
             return {}
         data = self.path.read_bytes()
@@ -53,21 +81,81 @@ class ResultsLog:
             data = data[: data.rfind(b"\n") + 1]
             with self.path.open("r+b") as handle:
                 handle.truncate(len(data))
-        loaded: dict[tuple[str, str, int], SampleResult] = {}
+        rows: list[SampleResult] = []
         for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
             if line.strip():
                 try:
-                    result = SampleResult.from_record(json.loads(line))
+                    rows.append(SampleResult.from_record(json.loads(line)))
                 except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                     raise EvalError(f"{self.path}:{number}: not a result line ({exc})") from exc
-                loaded[result.key] = result
-        return loaded
+        self.duplicate_rows = duplicate_rows(rows)
+        return {result.key: result for result in rows}
 
     def append(self, result: SampleResult) -> None:
         line = json.dumps(result.to_record(), default=str) + "\n"
         with self._lock, self.path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, from what it wrote in the lock file."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        holder = json.loads(os.read(fd, 4096).decode("utf-8"))
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(holder["started"])))
+        return f"pid {int(holder['pid'])} on host {holder['host']}, since {since}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "its holder is still starting"
+
+
+def _take(out_dir: Path) -> int:
+    """The locked lock file's descriptor, with this process written in it; ``EvalError`` naming
+    the holder when another eval holds it, or saying the directory cannot be written."""
+    path = out_dir / RUN_LOCK
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(fd)
+                os.close(fd)
+                raise EvalError(f"{out_dir} is being written by another eval ({holder}); wait for it to end or "
+                                "use another --out") from None
+            except BaseException:
+                os.close(fd)
+                raise
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    break  # not the file a holder removed as we opened it: ours
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode())
+        return fd
+    except OSError as exc:
+        raise EvalError(f"cannot write --out {out_dir}: {exc.strerror or exc}; choose a directory you can write"
+                        ) from exc
+
+
+@contextlib.contextmanager
+def one_writer(out_dir: Path) -> Iterator[None]:
+    """Hold ``out_dir``'s lock while the block runs (``EvalError`` at once when another eval
+    holds it); released when the block ends, raises or is interrupted, and by the OS when the
+    process dies."""
+    made = [directory for directory in (out_dir, *out_dir.parents) if not directory.exists()]
+    fd = _take(out_dir)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # removed while held, so a waiting opener sees it is stale
+            if os.stat(out_dir / RUN_LOCK).st_ino == os.fstat(fd).st_ino:
+                os.unlink(out_dir / RUN_LOCK)
+        os.close(fd)
+        with contextlib.suppress(OSError):  # an eval that wrote nothing leaves no directory behind
+            for directory in made:
+                directory.rmdir()
 
 
 def run_fingerprint(env_ids: Sequence[str], agent: Agent, *, rollouts: int, seed: int,

@@ -27,6 +27,7 @@ BASE_INFO_KEYS = frozenset({*INFO_KEYS, "detail"})  # the contract's fields: not
 #: A safety net: every family ends an episode within its ``max_turns``.
 MAX_STEPS = 256
 Key = TypeVar("Key")  #: ``close_all`` takes envs under any keys
+logger = logging.getLogger(__name__)
 
 
 class RowVerdict(StrEnum):
@@ -147,6 +148,40 @@ class SampleFailure:
 Outcome = SampleResult | SampleFailure
 
 
+@dataclass(frozen=True)
+class TurnEvent:
+    """A turn of a sample starting (``finished`` False) or ending, for a progress line: a slow
+    model's sample is several turns, and the line should move as each one ends. Display only:
+    nothing here reaches a reward or a log."""
+
+    key: tuple[str, str, int]  #: the sample's (env id, task id, rollout)
+    index: int  #: 0 for the episode's first turn
+    finished: bool
+    #: The ``completion_tokens`` of the turn's ``usage``, as logged; None when it reported none.
+    completion_tokens: int | None = None
+
+
+#: Called from the worker threads as each turn starts and ends (``run_local``'s ``on_turn``).
+TurnHook = Callable[[TurnEvent], None]
+
+
+def completion_tokens(record: Mapping[str, Any] | None) -> int | None:
+    """The ``completion_tokens`` a turn's record reports (an endpoint's ``usage``), or None."""
+    usage = (record or {}).get("usage")
+    tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None
+
+
+def _tell(on_turn: TurnHook | None, event: TurnEvent) -> None:
+    """Report a turn to the progress hook; a display that fails never fails the sample."""
+    if on_turn is None:
+        return
+    try:
+        on_turn(event)
+    except Exception:
+        logger.debug("the turn hook failed on %s", event, exc_info=True)
+
+
 def _env_verdict(info: Mapping[str, Any]) -> SampleVerdict:
     """The verdict the env gave in ``info``; ``failed`` while it has given none (an episode
     stopped before its end, whose row is logged as ``failed`` anyway)."""
@@ -166,11 +201,12 @@ class _EpisodeFailed(Exception):
         self.error, self.partial = error, partial
 
 
-def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
+def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec, on_turn: TurnHook | None = None) -> SampleResult:
     """Play one sample to its end: reset on the task, ask the agent, step, repeat. An
     endpoint that refuses a turn for the context's size ends the episode as
     ``context_overflow`` with the turns before it; any other exception after the reset
-    comes with them too (``_EpisodeFailed``), so the failed row shows how far it got."""
+    comes with them too (``_EpisodeFailed``), so the failed row shows how far it got.
+    ``on_turn`` hears each agent turn start and end (for a progress line, never a score)."""
     started = time.perf_counter()
     observation, info = env.reset(seed=spec.seed, options={"task_id": spec.task_id})
     if info.get("task_id") != spec.task_id:
@@ -199,15 +235,20 @@ def run_episode(env: gym.Env, agent: Agent, spec: SampleSpec) -> SampleResult:
     try:
         for index in range(MAX_STEPS):
             mark = time.perf_counter()
+            _tell(on_turn, TurnEvent(spec.key, index, finished=False))
+            record: dict[str, Any] | None = None
             try:
                 reply = agent.reply(Turn(spec.env_id, spec.task_id, spec.rollout, spec.seed, index, observation,
                                          tuple(history), info, env))
+                record = _jsonable(dict(reply.record or {}))
             except ContextOverflow as exc:
                 agent_s += time.perf_counter() - mark
                 reward, verdict, error = 0.0, RowVerdict.CONTEXT_OVERFLOW, str(exc)
                 return result()
+            finally:
+                _tell(on_turn, TurnEvent(spec.key, index, finished=True, completion_tokens=completion_tokens(record)))
             action = reply.text
-            turns.append(_jsonable(dict(reply.record or {})))
+            turns.append(record or {})
             agent_s += time.perf_counter() - mark
             mark = time.perf_counter()
             next_observation, step_reward, terminated, truncated, info = env.step(action)
@@ -237,7 +278,8 @@ def take_sandbox(env: gym.Env) -> gym.Env:
     return env
 
 
-def play(envs: dict[str, gym.Env], agent: Agent, spec: SampleSpec, make_kwargs: Mapping[str, Any]) -> Outcome:
+def play(envs: dict[str, gym.Env], agent: Agent, spec: SampleSpec, make_kwargs: Mapping[str, Any],
+         on_turn: TurnHook | None = None) -> Outcome:
     """``run_episode`` on this worker's env for the sample's id (made on first use); any
     exception becomes a ``SampleFailure`` (with the turns played before it) so one bad
     sample does not stop the eval."""
@@ -251,7 +293,7 @@ def play(envs: dict[str, gym.Env], agent: Agent, spec: SampleSpec, make_kwargs: 
                 env.close()
                 raise
             envs[spec.env_id] = env
-        return run_episode(env, agent, spec)
+        return run_episode(env, agent, spec, on_turn)
     except _EpisodeFailed as failed:  # reported per sample, retried by --resume
         partial = failed.partial if failed.partial.actions else None
         return SampleFailure(spec, f"{type(failed.error).__name__}: {failed.error}", partial)
@@ -268,9 +310,6 @@ def close_all(envs: dict[Key, gym.Env]) -> None:
     envs.clear()
 
 
-logger = logging.getLogger(__name__)
-
-
 def _say(message: str) -> None:
     """What a Ctrl-C does to the episodes in flight: a warning, shown by the CLI at every --log-level."""
     logger.warning(message)
@@ -283,9 +322,10 @@ def _names(specs: Sequence[SampleSpec], limit: int = 6) -> str:
 
 def run_local(specs: Sequence[SampleSpec], agent: Agent, on_outcome: Callable[[Outcome], None], *,
               concurrency: int = 1, make_kwargs: Mapping[str, Any] | None = None,
-              say: Callable[[str], None] = _say) -> None:
+              say: Callable[[str], None] = _say, on_turn: TurnHook | None = None) -> None:
     """Play ``specs`` on ``concurrency`` threads in this process. Each thread owns its envs;
-    the envs share the process-wide warm sandbox pool.
+    the envs share the process-wide warm sandbox pool. ``on_turn`` hears every turn start and
+    end, from the worker threads (a progress line's; it must be thread-safe).
 
     Ctrl-C starts no new episode, says how many are in flight and names each as it finishes
     (its outcome is delivered, so logged); a second Ctrl-C abandons the rest, names them,
@@ -314,7 +354,7 @@ def run_local(specs: Sequence[SampleSpec], agent: Agent, on_outcome: Callable[[O
                     return
                 with lock:
                     in_flight[me] = spec
-                outcome = play(envs, agent, spec, kwargs)
+                outcome = play(envs, agent, spec, kwargs, on_turn)
                 with lock:
                     in_flight.pop(me, None)
                     if abandoned:

@@ -3,10 +3,13 @@ the same ``summary.json`` as an uninterrupted one. Scoring errors (harness failu
 counted and left out of every denominator, never scored as wrong; so are failed samples
 (``failed``: the agent or the host gave no verdict), which ``--resume`` plays again.
 Accuracy is ``correct / scored``, and each group states ``scored``, its denominator.
+``identical_rollouts`` counts the tasks whose sampled rollouts all replied byte for byte the
+same: a server that ignores ``temperature`` turns pass@r into pass@1 at r times the cost.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -76,6 +79,53 @@ def _usage(results: Sequence[SampleResult]) -> dict[str, Any] | None:
             "models": sorted({str(record.get("model")) for record in records if record.get("model")})}
 
 
+def _sampled_temperature(result: SampleResult) -> tuple[bool, Any]:
+    """(whether ``result``'s replies were sampled, the temperature its requests sent; ``None``:
+    none sent, the server's default). Sampled: every turn records the request it was made by
+    (an endpoint agent; deterministic agents record none) and its temperature is unset or
+    above 0."""
+    if not result.turns or not all(isinstance(turn.get("request"), Mapping) for turn in result.turns):
+        return False, None
+    temperature = result.turns[0]["request"].get("temperature")
+    greedy = isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature <= 0
+    return not greedy, temperature
+
+
+def identical_rollouts(results: Iterable[SampleResult]) -> dict[str, Any] | None:
+    """``{"tasks": k, "of": m, "temperature": T}``: of the m tasks with two or more sampled
+    rollouts (``failed`` rows and rows without a reply left out), k got byte-identical replies
+    (every turn's text) in all of them. ``None`` when no task has two sampled rollouts: one
+    rollout, temperature 0, or an agent that samples nothing."""
+    replies: dict[tuple[str, str], list[tuple[str, ...]]] = defaultdict(list)
+    temperatures = []
+    for result in results:
+        sampled, temperature = _sampled_temperature(result)
+        if sampled and result.actions and result.verdict is not RowVerdict.FAILED:
+            replies[(result.env_id, result.task_id)].append(result.actions)
+            temperatures.append(temperature)
+    rolled = [texts for texts in replies.values() if len(texts) > 1]
+    if not rolled:
+        return None
+    sent = list({json.dumps(temperature, sort_keys=True): temperature for temperature in temperatures}.values())
+    return {"tasks": sum(len(set(texts)) == 1 for texts in rolled), "of": len(rolled),
+            "temperature": sent[0] if len(sent) == 1 else sent}
+
+
+def identical_rollouts_note(summary: Mapping[str, Any]) -> str | None:
+    """The warning for a summary whose ``identical_rollouts`` found a task with every sampled
+    rollout the same (``None`` when none did): the server may be ignoring the temperature."""
+    found = summary.get("identical_rollouts")
+    if not found or not found["tasks"]:
+        return None
+    temperature = found.get("temperature")
+    at = "the server's default temperature (none sent)" if temperature is None else f"temperature {temperature}"
+    rollouts = (summary.get("config") or {}).get("rollouts") or "r"
+    return (f"{found['tasks']} of {found['of']} tasks got byte-identical replies in every rollout at {at}: the "
+            f"server may not be sampling, and pass@{rollouts} is then pass@1; check that it honours temperature "
+            "and the request's seed (transformers serve samples only when the model's generation_config.json says "
+            "do_sample: true; see docs/evaluation.md)")
+
+
 def _in_order(values: Iterable[str], order: tuple[str, ...]) -> list[str]:
     """Breakdown values in the order their family declares (difficulties easy to hard), the rest alphabetically."""
     return sorted(values, key=lambda value: (order.index(value) if value in order else len(order), value))
@@ -116,14 +166,19 @@ def _group_stats(results: Sequence[SampleResult], env_id: str | None = None) -> 
 def summarize(results: Iterable[SampleResult], config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of logged samples: accuracy (correct / scored, scoring errors and failed
     samples excluded), pass@k, verdict counts, token usage and metadata breakdowns, per env
-    and overall, with the task set (label and hash) each env's samples were played on."""
+    and overall, with the task set (label and hash) each env's samples were played on, and
+    ``identical_rollouts`` when tasks have several sampled rollouts."""
     ordered = sorted(results, key=lambda r: r.key)
     by_env: dict[str, list[SampleResult]] = {}
     for result in ordered:
         by_env.setdefault(result.env_id, []).append(result)
-    return {
+    summary = {
         "config": dict(config or {}),
         "task_sets": task_sets(ordered),
         "envs": {env_id: _group_stats(members, env_id) for env_id, members in by_env.items()},
         "overall": _group_stats(ordered),
     }
+    identical = identical_rollouts(ordered)
+    if identical is not None:
+        summary["identical_rollouts"] = identical
+    return summary

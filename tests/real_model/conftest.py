@@ -82,6 +82,9 @@ def model_dir() -> Path:
     if not smollm2.installed():
         pytest.fail(f"GYM_SYSMATH_REAL_MODEL=1 but the model is not installed under {smollm2.HOME}: "
                     "run `make real-model`")
+    if not smollm2.samples_when_asked():
+        pytest.fail(f"{smollm2.FP32_DIR / smollm2.GENERATION_CONFIG} does not say do_sample, so transformers serve "
+                    "would answer every temperature greedily: run `make real-model` (it sets it in seconds)")
     return smollm2.FP32_DIR
 
 

