@@ -1,4 +1,11 @@
-"""The ``gym-sysmath`` command: sandbox management, task verification, and evaluation."""
+"""The ``gym-sysmath`` command: sandbox management, task verification, and evaluation.
+
+Exit codes: 0 done; 2 a user's mistake, found before any work (an argument, a path, a name, an
+endpoint or daemon that is not there: one line on stderr saying what was wrong and what to do,
+never a usage dump or a traceback); 1 the work ran and something in it failed (failed or
+unscored samples, a reference below 100%, a failed doctor check, an unexpected error: one line
+naming it and the file holding its traceback); 130 Ctrl-C; 141 a closed pipe.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,11 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from gym_sysmath.filters import unknown_name
 from gym_sysmath.terminal import escape_controls
@@ -16,6 +25,59 @@ from gym_sysmath.terminal import escape_controls
 if TYPE_CHECKING:  # the CLI imports them lazily, when a command needs them
     from gym_sysmath.agents import Agent
     from gym_sysmath.evaluation import EvalRun
+
+#: Set to 1 to see an unexpected error's traceback on stderr instead of one line naming its file.
+DEBUG_ENV = "GYM_SYSMATH_DEBUG"
+
+
+class UsageError(Exception):
+    """A user's mistake a command found itself: ``main`` prints its one line and exits 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a refusal on one line (no usage dump) and a mistyped choice answered with
+    the project's did-you-mean wording."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = "" if "(choose from" in message else f" (see {self.prog} --help)"  # the choices say it already
+        self.exit(2, f"{self.prog}: {one_line(message)}{hint}\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:  # argparse's hook for every choice
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        noun = "command" if isinstance(action, argparse._SubParsersAction) else action.dest.replace("_", " ")
+        where = action.option_strings[-1] if action.option_strings else ""
+        raise argparse.ArgumentError(None, str(unknown_name(noun, value, [str(name) for name in choices],
+                                                            where=where)))
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line of a terminal: control characters escaped, line breaks made spaces."""
+    return re.sub(r"\s*\n\s*", " ", escape_controls(text)).strip()
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer no smaller than ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"wants a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _port(text: str) -> int:
+    """An argparse ``type``: a TCP port number."""
+    port = _at_least(1)(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1 to 65535, got {port}")
+    return port
 
 
 def _sandbox(args: argparse.Namespace) -> int:
@@ -66,6 +128,12 @@ def _serve(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("openenv") is None:
         print("gym-sysmath: serve needs the serve extra (openenv), in an environment of its own: "
               "`make serve-venv`, or `pip install 'gym-sysmath[serve]'` in a venv without verifiers", file=sys.stderr)
+        return 2
+    from gym_sysmath.families import all_ids
+
+    unknown = [env_id for env_id in args.env_ids if env_id not in all_ids()]
+    if unknown:  # the server refuses them too, but without a did-you-mean
+        print(f"gym-sysmath: serve: {unknown_name('env id', unknown[0], all_ids())}", file=sys.stderr)
         return 2
     token = os.environ.get(TOKEN_ENV) or None
     if args.token_file:
@@ -145,6 +213,8 @@ def _export(args: argparse.Namespace) -> int:
     if args.env_id not in env_ids():
         print(f"gym-sysmath: {unknown_name('env id', args.env_id, env_ids())}", file=sys.stderr)
         return 2
+    if args.out != "-":
+        _check_writable_file("export", args.out)
     if args.format != "jsonl":
         return _export_for_trainer(args)
     try:
@@ -154,7 +224,7 @@ def _export(args: argparse.Namespace) -> int:
         recorded = task_kwargs(env_kwargs)
         env = gym.make(args.env_id, **{**env_kwargs, "split": args.split})
     except (ValueError, TypeError) as exc:  # a split or argument the env does not take
-        print(f"gym-sysmath: export {args.env_id} --split {args.split}: {exc}", file=sys.stderr)
+        print(f"gym-sysmath: export {args.env_id} --split {args.split}: {_env_refusal(exc)}", file=sys.stderr)
         return 2
     try:
         core = core_env(env)
@@ -164,7 +234,10 @@ def _export(args: argparse.Namespace) -> int:
                     for task_id in choose_tasks(args.env_id, core.task_ids, args.n)]
         else:
             plan = [(None, args.seed + index) for index in range(args.n or 100)]
-        stream = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")
+        try:
+            stream = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"export: cannot write --out {args.out}: {exc.strerror}") from None
         try:
             for task_id, seed in plan:
                 prompt, info = env.reset(seed=seed, options={"task_id": task_id} if task_id else None)
@@ -229,14 +302,23 @@ def _export_for_trainer(args: argparse.Namespace) -> int:
             rows = build_dataset(args.env_id, split=args.split, n=n, seed=args.seed, max_turns=max_turns,
                                  env_kwargs=env_kwargs)
     except (ValueError, TypeError) as exc:
-        print(f"gym-sysmath: export {args.env_id} --split {args.split}: {exc}", file=sys.stderr)
+        print(f"gym-sysmath: export {args.env_id} --split {args.split}: {_env_refusal(exc)}", file=sys.stderr)
         return 2
     records = getattr(importlib.import_module(module), name)(rows, max_turns=max_turns,
                                                              system_prompt=args.system_prompt)
-    pd.DataFrame(records).to_parquet(args.out, index=False)
+    try:
+        pd.DataFrame(records).to_parquet(args.out, index=False)
+    except OSError as exc:  # pandas says "Cannot save file into a non-existent directory" itself
+        raise UsageError(f"export: cannot write --out {args.out}: {exc.strerror or exc}") from None
     print(f"wrote {len(rows)} {args.split} task(s) of {args.env_id} to {args.out} ({args.format} schema)",
           file=sys.stderr)
     return 0
+
+
+def _env_refusal(exc: Exception) -> str:
+    """An env's refusal of its arguments in its own words, without gymnasium's tail."""
+    matched = _CREATOR_TAIL.match(str(exc))
+    return one_line(matched["message"] if matched else str(exc))
 
 
 def _trainer_export_refusal(fmt: str, max_turns: int | None, env_kwargs: dict) -> str | None:
@@ -253,10 +335,13 @@ def _trainer_export_refusal(fmt: str, max_turns: int | None, env_kwargs: dict) -
 
 
 def _env_args(pairs: list[str] | None) -> dict:
-    """``--env-arg KEY=VALUE`` pairs as keyword arguments; VALUE is JSON when it parses."""
+    """``--env-arg KEY=VALUE`` pairs as keyword arguments; VALUE is JSON when it parses, a list
+    or dict in Python's spelling (``topics=['rank']``, as the envs' own errors write it) too,
+    else the string itself."""
+    import ast
     import json
 
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
@@ -265,6 +350,11 @@ def _env_args(pairs: list[str] | None) -> dict:
             kwargs[key] = json.loads(value)
         except json.JSONDecodeError:
             kwargs[key] = value
+            if value.lstrip().startswith(("[", "{")):
+                try:
+                    kwargs[key] = ast.literal_eval(value)
+                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                    pass  # not a literal either: the env refuses the string, saying what it takes
     return kwargs
 
 
@@ -277,7 +367,7 @@ class _AgentAction(argparse.Action):
 
         kind, _, inline = values[0].partition(":")
         if kind not in KINDS:
-            parser.error(f"unknown agent {values[0]!r}; choose from {', '.join(KINDS)}")
+            raise argparse.ArgumentError(None, str(unknown_name("agent", kind, KINDS, where="--agent")))
         rest = list(values[1:])
         argument = inline or (rest.pop(0) if kind in KINDS_WITH_ARGUMENT and rest else None)
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), (kind, argument)])
@@ -320,17 +410,57 @@ def _openai_options(args: argparse.Namespace) -> dict:
             "choices_per_request": args.choices_per_request}
 
 
+def _agent_labels(args: argparse.Namespace, specs: list[tuple[str, str | None]]) -> list[str | None]:
+    """Each agent's ``--name`` (``None``: its own name): one per ``--agent``, in order, or none."""
+    names = args.name or []
+    if not names:
+        return [None] * len(specs)
+    if len(names) != len(specs):
+        raise UsageError(f"--name was given {len(names)} time(s) for {len(specs)} agent(s): give one --name per "
+                         f"--agent, in the same order, or none")
+    shared = next((name for name in names if names.count(name) > 1), None)
+    if shared is not None:
+        raise UsageError(f"--name {shared!r} was given twice: give each agent its own")
+    return names
+
+
+def _check_openai_endpoint(args: argparse.Namespace) -> None:
+    """Without ``--base-url`` the openai agent calls OpenAI's own API: a user of a local server
+    who left the URL out is told so, rather than asked for OpenAI's key."""
+    if (args.model and args.base_url is None and args.api_key_env is None
+            and not os.environ.get("OPENAI_API_KEY")):
+        raise UsageError("--agent openai without --base-url calls OpenAI's API: for a local or other server give "
+                         "its URL (e.g. --base-url http://localhost:8000/v1); for OpenAI's, set OPENAI_API_KEY")
+
+
 def _eval_agents(args: argparse.Namespace) -> list[Agent]:
     """Each ``--agent`` made (the reference agent when none is named), after the notes their kinds need."""
     from gym_sysmath.agents import make_agent
 
     openai = _openai_options(args)
     specs = args.agent or [("reference", None)]
+    labels = _agent_labels(args, specs)
     if any(kind == "openai" for kind, _ in specs):
         _warn_about_the_key(args)
+        if args.model:
+            _check_openai_endpoint(args)
     if any(kind == "python" for kind, _ in specs) and "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # `python my_agent:act` finds my_agent.py here, as `python -m` would
-    return [make_agent(kind, argument, **openai) for kind, argument in specs]
+    agents = [make_agent(kind, argument, name=label, **openai)
+              for (kind, argument), label in zip(specs, labels, strict=True)]
+    _check_distinct(agents, args.out)
+    return agents
+
+
+def _check_distinct(agents: list[Agent], out: str | None) -> None:
+    """With ``--out``, several agents need several subdirectories (named after each agent's own
+    name: a ``--name`` label is display only)."""
+    if out is not None and len(agents) > 1:
+        slugs = [_slug(agent.name) for agent in agents]
+        clash = next((slug for slug in slugs if slugs.count(slug) > 1), None)
+        if clash is not None:
+            raise UsageError(f"two agents would both write {Path(out) / clash}: evaluate them one at a time, each "
+                             f"with its own --out")
 
 
 def _evaluate_agents(args: argparse.Namespace, agents: list[Agent], requested: list[str], make_kwargs: dict,
@@ -339,14 +469,32 @@ def _evaluate_agents(args: argparse.Namespace, agents: list[Agent], requested: l
     from gym_sysmath.evaluation import evaluate
     from gym_sysmath.families import primary_ids
 
+    plans = [(agent, list(primary_ids()) if args.all else requested or list(agent.env_ids()) or list(primary_ids()))
+             for agent in agents]
+    _check_env_args(list(dict.fromkeys(env_id for _, ids in plans for env_id in ids)), make_kwargs)
     runs: list[EvalRun] = []
-    for agent in agents:
-        ids = list(primary_ids()) if args.all else requested or list(agent.env_ids()) or list(primary_ids())
+    for agent, ids in plans:
         out = None if args.out is None else Path(args.out) / (_slug(agent.name) if len(agents) > 1 else "")
         runs.append(evaluate(ids, agent, n=args.n, rollouts=args.r, seed=args.seed, concurrency=args.c,
                              out=out, resume=args.resume, overwrite=args.overwrite, make_kwargs=make_kwargs,
                              ray=ray, progress=not args.quiet))
     return runs
+
+
+def _check_env_args(env_ids: list[str], make_kwargs: Mapping[str, Any]) -> None:
+    """Make (and close) each env with the run's arguments before any is played: an argument one
+    of them refuses is one line, before a sandbox starts for another (an env takes its sandbox
+    on first use, so this needs no Docker)."""
+    import gymnasium as gym
+
+    for env_id in env_ids:
+        try:
+            gym.make(env_id, **make_kwargs).close()
+        except TypeError as exc:  # gymnasium re-raises the constructor's TypeError with its kwargs
+            refusal = _creator_refusal(exc, make_kwargs, several=len(env_ids) > 1)
+            if refusal is None:
+                raise
+            raise UsageError(refusal) from None
 
 
 def _print_written(run: EvalRun, out_dir: Path) -> None:
@@ -373,7 +521,7 @@ def _print_runs(runs: list[EvalRun]) -> None:
     for run in runs:
         breakdowns = format_breakdowns(run.summary)
         if breakdowns:
-            print(f"{run.agent}:\n{breakdowns}")
+            print(f"{run.label or run.agent}:\n{breakdowns}")
         for note in run.notes:
             print(f"note: {note}")
         for failure in run.failures[:5]:
@@ -385,7 +533,8 @@ def _print_runs(runs: list[EvalRun]) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    """``gym-sysmath eval``: exit 2 with one line for a usage error, 130 on Ctrl-C, else ``exit_code``."""
+    """``gym-sysmath eval``: exit 2 with one line for a usage error, 130 on Ctrl-C, else ``exit_code``;
+    with ``--out``, the last line says how to look at what it wrote."""
     import contextlib
 
     from gym_sysmath import env_ids
@@ -396,18 +545,28 @@ def _eval(args: argparse.Namespace) -> int:
     requested, ray = _eval_ids(args, registered)
     stack = contextlib.ExitStack()
     try:
-        agents = _eval_agents(args)
         unknown = sorted(set(requested) - set(registered))
         if unknown:
             raise EvalError(str(unknown_name("env id", unknown[0], tuple(registered))))
         make_kwargs = {"sandbox": args.sandbox, **_env_args(args.env_arg)}
+        if args.resume and args.overwrite:
+            raise UsageError("--resume continues --out's results.jsonl and --overwrite replaces it: give one of them")
+        if args.out is not None:
+            _check_writable_dir(args.out)
+        agents = _eval_agents(args)
         if ray is not None:  # one connection for every agent
             from gym_sysmath.integrations.ray_rollouts import connect
 
             stack.callback(_disconnect, connect(None if ray is True else ray))
         runs = _evaluate_agents(args, agents, requested, make_kwargs, ray)
-    except (AgentError, EvalError, ValueError, ImportError) as exc:
-        print(f"gym-sysmath: {escape_controls(str(exc))}", file=sys.stderr)
+    except (AgentError, EvalError, ValueError, ImportError, UsageError) as exc:
+        print(f"gym-sysmath: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if not _under(exc.filename, args.out):
+            raise
+        print(f"gym-sysmath: cannot write --out {args.out}: {exc.strerror}; choose a directory you can write",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gym-sysmath: interrupted; finished samples are logged, rerun with --resume to continue",
@@ -416,7 +575,79 @@ def _eval(args: argparse.Namespace) -> int:
     finally:
         stack.close()
     _print_runs(runs)
+    _print_next_step(runs)
     return exit_code(runs)
+
+
+#: How ``gymnasium.make`` re-raises a constructor's TypeError: the message, then this tail.
+_CREATOR_TAIL = re.compile(r"^(?P<message>.*) was raised from the environment creator for (?P<env_id>\S+) "
+                           r"with kwargs \(.*\)$", re.DOTALL)
+
+
+def _creator_refusal(exc: TypeError, env_kwargs: Mapping[str, Any], *, several: bool) -> str | None:
+    """The env's own words for an argument it refused, without gymnasium's tail; ``None`` for a
+    TypeError that did not come from an env's constructor (a bug, not a user's mistake)."""
+    matched = _CREATOR_TAIL.match(str(exc))
+    if matched is None:
+        return None
+    message, env_id = matched["message"], matched["env_id"]
+    given = {key: value for key, value in env_kwargs.items() if key != "sandbox"}
+    if given and not any(key in message for key in given):  # e.g. a comparison failing inside the env
+        message = f"{env_id} refused --env-arg {', '.join(f'{k}={v!r}' for k, v in given.items())}: {message}"
+    if several and "unknown argument" in message:
+        message += "; --env-arg goes to every env evaluated: name only the env ids that take it"
+    return one_line(message)
+
+
+def _under(filename: object, directory: str | None) -> bool:
+    """Whether an OSError's ``filename`` is ``directory`` or inside it (``--out``'s own failure)."""
+    if directory is None or not isinstance(filename, (str, os.PathLike)):
+        return False
+    path, root = Path(os.path.abspath(filename)), Path(os.path.abspath(directory))
+    return path == root or root in path.parents
+
+
+def _check_writable_file(command: str, out: str) -> None:
+    """Refuse an ``--out`` file that cannot be written, before any work: its directory missing,
+    a file, or not this user's to write; the file itself a directory."""
+    path = Path(out)
+    parent = path.parent
+    if path.is_dir():
+        why = "it is a directory: name a file"
+    elif not parent.exists():
+        why = f"there is no directory {parent}"
+    elif not parent.is_dir():
+        why = f"{parent} is a file, not a directory"
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        why = f"{parent} is not writable by this user"
+    else:
+        return
+    raise UsageError(f"{command}: cannot write --out {out}: {why}")
+
+
+def _check_writable_dir(out: str) -> None:
+    """Refuse an ``--out`` no run could write, before any env is made: under a file, or where
+    this user may not create it (root may anywhere: its failures are caught when they happen)."""
+    path = Path(out)
+    existing = next((candidate for candidate in (path, *path.parents) if candidate.exists()), Path("."))
+    if existing == path and not path.is_dir():
+        raise UsageError(f"cannot write --out {out}: it is a file, not a directory; choose a directory you can write")
+    if not existing.is_dir():
+        raise UsageError(f"cannot write --out {out}: {existing} is a file, not a directory; choose a directory "
+                         f"you can write")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write --out {out}: {existing} is not writable by this user; choose a directory "
+                         f"you can write")
+
+
+def _print_next_step(runs: list[EvalRun]) -> None:
+    """The last lines of an eval with ``--out``: the command that shows what it wrote."""
+    import shlex
+
+    for run in runs:
+        if run.out_dir is not None and (run.out_dir / "results.jsonl").is_file():
+            print(f"next: gym-sysmath report {shlex.quote(str(run.out_dir))}  (writes "
+                  f"{run.out_dir / 'report.html'}: every transcript, pass@k, the breakdowns)")
 
 
 def _extra_body(text: str | None) -> dict | None:
@@ -446,12 +677,16 @@ def _warn_about_the_key(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    """``gym-sysmath report RUN_DIR``: the last line is the path of the page it wrote."""
     from gym_sysmath.evaluation.viewer import write_report
 
+    if args.out is not None:
+        _check_writable_file("report", args.out)
     try:
         path = write_report(args.run_dir, args.out)
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        print(f"gym-sysmath: {escape_controls(str(exc))}", file=sys.stderr)
+    except OSError as exc:  # no results.jsonl there (its own message), or a file it could not read or write
+        why = one_line(str(exc)) if exc.filename is None else f"{exc.filename}: {exc.strerror}"
+        print(f"gym-sysmath: report: {why}", file=sys.stderr)
         return 2
     print(f"wrote {path}")
     return 0
@@ -481,12 +716,12 @@ def configure_logging(level: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from gym_sysmath.families import families
 
-    parser = argparse.ArgumentParser(prog="gym-sysmath", description=__doc__)
+    parser = _Parser(prog="gym-sysmath", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
                         help="pool and eval events shown on stderr (default warning: lost containers, "
                              "retries, interruptions; info: run start/resume/end, lease waits; debug: "
                              "every container started, purged, destroyed)")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command")  # none named: main's one line lists them
 
     sandbox = commands.add_parser("sandbox", help="build, inspect or clean the Docker sandbox")
     sandbox.add_argument("action", choices=["build", "status", "prune"])
@@ -515,7 +750,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "OpenEnv's EnvClient. A token is required unless bound to loopback. Needs the serve extra.")
     serve.add_argument("env_ids", nargs="*", metavar="ENV_ID", help="ids to serve (default: every registered id)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=int, default=8040, help="port (default 8040)")
+    serve.add_argument("--port", type=_port, default=8040, help="port (default 8040)")
     serve.add_argument("--token-file", help="a file holding the shared secret clients send as `Authorization: "
                                             "Bearer` (default: $GYM_SYSMATH_SERVE_TOKEN; a token is required "
                                             "for a non-loopback --host)")
@@ -546,7 +781,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", help="write an env's prompts and metadata as JSONL")
     export.add_argument("env_id")
     export.add_argument("--split", choices=["eval", "train"], default="eval")
-    export.add_argument("-n", type=int, default=None,
+    export.add_argument("-n", type=_at_least(1), default=None,
                         help="tasks (eval: the ones eval -n picks; train: default 100)")
     export.add_argument("--seed", type=int, default=0)
     export.add_argument("--out", required=True, help="the JSONL file to write ('-' for stdout)")
@@ -575,12 +810,16 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--agent", action=_AgentAction, nargs="+", metavar="AGENT",
                             help="reference | random | openai | python MODULE:FUNCTION | responses FILE.jsonl; "
                                  "repeat to evaluate several (default: reference)")
+    evaluation.add_argument("--name", action="append", metavar="LABEL",
+                            help="the agent's label on the scoreboard and the progress line (display only: "
+                                 "results.jsonl, --out's subdirectories and --resume go by the agent's own name); "
+                                 "with several --agent, one --name each, in order")
     evaluation.set_defaults(extra_env_ids=[])
-    evaluation.add_argument("-n", type=int, default=None,
+    evaluation.add_argument("-n", type=_at_least(1), default=None,
                             help="tasks per env: a subset fixed per env id (default: all)")
-    evaluation.add_argument("-r", type=int, default=1,
+    evaluation.add_argument("-r", type=_at_least(1), default=1,
                             help="rollouts per task, pass@k for k = 1..r (a responses file sets its own)")
-    evaluation.add_argument("-c", type=int, default=None,
+    evaluation.add_argument("-c", type=_at_least(1), default=None,
                             help="episodes in flight (default: the sandbox pool size, for --agent openai its "
                                  "--model-concurrency; with --ray, cluster CPUs)")
     evaluation.add_argument("--seed", type=int, default=0)
@@ -637,19 +876,47 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from gym_sysmath.sandbox import SandboxUnavailableError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        named = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+        assert named.choices is not None
+        parser.error(f"name a command (choose from {', '.join(named.choices)})")
     configure_logging(args.log_level)
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a reader that went away shows here, not in the interpreter's exit
         return code
-    except SandboxUnavailableError as exc:
-        print(f"gym-sysmath: {escape_controls(str(exc))}", file=sys.stderr)
+    except (SandboxUnavailableError, UsageError) as exc:
+        print(f"gym-sysmath: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `... --out - | head`: the reader has all it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the exit's own flush of stdout stays quiet
         return 141  # 128 + SIGPIPE, as a tool killed by the closed pipe would end
+    except Exception as exc:  # a bug, or a failure nobody foresaw: one line, the traceback kept in a file
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            raise
+        print(f"gym-sysmath {args.command}: {_unexpected(exc)}", file=sys.stderr)
+        return 1
+
+
+def _unexpected(exc: Exception) -> str:
+    """One line for an unexpected error: what it was and where its traceback went."""
+    import tempfile
+    import traceback
+
+    what = one_line(f"{type(exc).__name__}: {exc}")
+    what = what if len(what) <= 300 else f"{what[:300]}..."
+    try:
+        with tempfile.NamedTemporaryFile("w", prefix="gym-sysmath-traceback-", suffix=".txt", delete=False,
+                                         encoding="utf-8") as handle:
+            handle.write("".join(traceback.format_exception(exc)))
+        kept = f"traceback in {handle.name}"
+    except OSError:
+        kept = "no traceback file could be written"
+    return (f"unexpected error: {what} ({kept}; {DEBUG_ENV}=1 prints it here); "
+            f"please report it with the command line")
 
 
 if __name__ == "__main__":
