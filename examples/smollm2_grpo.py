@@ -1,12 +1,13 @@
 """GRPO on SmolLM2-135M-Instruct with the env's own binary reward, on a laptop CPU.
 
 The project's own GRPO loop (TRL's ``GRPOTrainer`` adds nothing this needs and costs a CPU run
-its generation overheads): each step draws ``--tasks-per-step`` train tasks at the curriculum's
-level, samples ``--group-size`` completions of each, grades every one in the real env, and
-takes one policy-gradient step on the group-relative advantages ``r - mean(r)`` of the groups
-whose rewards differ (a scoring error is left out of its group and gets no advantage). Every
-step is logged (reward, format-error share, scoring errors, curriculum level, the
-reward-hacking watch) to ``steps.jsonl``, every rollout to ``rollouts.jsonl``.
+its generation overheads; ``examples/trl_grpo.py`` is TRL's loop on the same model, a page long,
+a few steps that show the wiring and measure no learning): each step draws ``--tasks-per-step``
+train tasks at the curriculum's level, samples ``--group-size`` completions of each, grades
+every one in the real env, and takes one policy-gradient step on the group-relative advantages
+``r - mean(r)`` of the groups whose rewards differ (a scoring error is left out of its group
+and gets no advantage). Every step is logged (reward, format-error share, scoring errors,
+curriculum level, the reward-hacking watch) to ``steps.jsonl``, every rollout to ``rollouts.jsonl``.
 
 Before and after training the policy answers the held-out eval tasks of the level
 (``--eval-rollouts`` samples each, one sampling seed per rollout); the project's own ``eval``

@@ -1,9 +1,15 @@
 """examples/quickstart.ipynb runs top to bottom in a fresh kernel, within a time budget, with the
-Docker sandbox where it is usable and with the process fallback where it is not."""
+Docker sandbox where it is usable and with the process fallback where it is not; and the
+``notebook`` extra that runs it also opens it (Jupyter's front end, not only a headless kernel)."""
 
 from __future__ import annotations
 
+import configparser
+import importlib.metadata
+import importlib.util
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,8 +19,33 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "quickstart.ipynb"
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "examples" / "quickstart.ipynb"
 BUDGET_S = 90
+
+
+def notebook_extra() -> list[str]:
+    """The ``notebook`` extra's requirements, read from setup.cfg (so a package added there is checked too)."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    return [line.strip() for line in config["options.extras_require"]["notebook"].splitlines() if line.strip()]
+
+
+def test_the_notebook_extra_opens_the_notebook_with_jupyter():
+    requirement = pytest.importorskip("packaging.requirements").Requirement
+    wanted = [requirement(line) for line in notebook_extra()]
+    assert "notebook" in {needed.name for needed in wanted}, "the extra installs no Jupyter front end"
+    if importlib.util.find_spec("notebook") is None:
+        pytest.skip("the notebook extra is not installed here: pip install -e '.[notebook]' (make setup does)")
+    for needed in wanted:
+        installed = importlib.metadata.version(needed.name)
+        assert needed.specifier.contains(installed, prereleases=True), f"{needed.name} {installed}: not {needed}"
+    assert importlib.util.find_spec("notebook.app") is not None  # the server `jupyter notebook` starts
+    assert importlib.util.find_spec("nbconvert") is not None  # `jupyter nbconvert --execute` runs it headless
+    jupyter = Path(sys.executable).with_name("jupyter")  # the entry point, dispatching to jupyter-notebook
+    done = subprocess.run([str(jupyter), "notebook", "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == importlib.metadata.version("notebook"), done.stdout
 
 
 def execute(cwd: Path) -> tuple[object, float]:
