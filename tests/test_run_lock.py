@@ -161,3 +161,15 @@ def test_a_log_two_evals_filled_is_resumed_with_its_duplicates_counted_and_said(
     assert "note: results.jsonl holds 4 duplicate row(s)" in out
     assert any("4 duplicate row(s)" in record.getMessage() and "resuming" in record.getMessage()
                for record in caplog.records)
+
+
+def test_an_overwritten_run_counts_only_its_own_time(tmp_path):
+    """``--overwrite`` (as ``make run`` does each time) starts a new run: the summary's time and
+    session count are its own, not the sum with the run it replaced; ``--resume`` adds sessions."""
+    run = tmp_path / "run"
+    for flags in ([], ["--overwrite"], ["--overwrite"]):
+        assert eval_cli(run, *flags) == 0
+        assert json.loads((run / "summary.json").read_text())["time"]["sessions"] == 1
+        assert len((run / "sessions.jsonl").read_text().splitlines()) == 1
+    assert eval_cli(run, "--resume") == 0
+    assert json.loads((run / "summary.json").read_text())["time"]["sessions"] == 2

@@ -70,6 +70,8 @@ class ResultsLog:
                 raise EvalError(f"{path} exists: pass --resume to continue it, --overwrite to replace it, "
                                 "or choose another --out")
             path.unlink()
+        if not resume:  # a new run's time is its own: an earlier run's sessions in this directory are not
+            path.with_name(SESSIONS).unlink(missing_ok=True)
 
     def load(self) -> dict[tuple[str, str, int], SampleResult]:
         """The samples logged so far, each key's last row; a line cut short by a crash is
