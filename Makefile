@@ -82,13 +82,14 @@ test-fast: setup
 # one eval directory per agent (eval --out with several agents), replaced by each `make run`
 RUN_OUT ?= runs/make-run
 
+# the reports are written whatever the eval's exit status (a scoring error is worth looking at), which it keeps
 run: image
-	$(CLI) eval --all --agent reference --agent random --out $(RUN_OUT) --overwrite
-	$(CLI) report $(RUN_OUT)/reference
-	$(CLI) report $(RUN_OUT)/random
-	@echo "report: $(RUN_OUT)/random/report.html (the chance baseline; $(RUN_OUT)/reference/report.html: the keys)"
-	@echo "next: your model on an OpenAI-compatible server: $(CLI) eval --all --agent openai --model MODEL \\"
-	@echo "      --base-url http://localhost:8000/v1 --out runs/MODEL, then $(CLI) report runs/MODEL"
+	$(CLI) eval --all --agent reference --agent random --out $(RUN_OUT) --overwrite; status=$$?; \
+	for agent in reference random; do [ -f $(RUN_OUT)/$$agent/results.jsonl ] && $(CLI) report $(RUN_OUT)/$$agent; done; \
+	echo "report: $(RUN_OUT)/random/report.html (the chance baseline; $(RUN_OUT)/reference/report.html: the keys)"; \
+	echo "next: your model on an OpenAI-compatible server: $(CLI) eval --all --agent openai --model MODEL \\"; \
+	echo "      --base-url http://localhost:8000/v1 --out runs/MODEL, then $(CLI) report runs/MODEL"; \
+	exit $$status
 
 # the tier, and the trainer tests of test_trl_reward.py (skipped by `make test`, which has no trl)
 test-real-model: image frameworks real-model serve-venv

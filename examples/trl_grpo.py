@@ -31,19 +31,35 @@ from pathlib import Path
 DEFAULT_MODEL = Path(sys.prefix) / "share" / "gym-sysmath" / "smollm2" / "fp32"
 
 
-def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return int(text)
+def at_least(minimum: int):
+    """An argparse type: a whole number no smaller than ``minimum``."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least {minimum}")
+        return int(text)
+
+    return parse
+
+
+positive = at_least(1)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A refused argument in one line, without the usage dump."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}\n")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = OneLineParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL,
                         help="a save_pretrained directory (default: the copy `make real-model` installs)")
     parser.add_argument("--env-id", default="LinearAlgebra-v0")
     parser.add_argument("--steps", type=positive, default=2, help="GRPO steps (default: 2)")
-    parser.add_argument("--generations", type=positive, default=4, help="completions per prompt, one prompt a step")
+    parser.add_argument("--generations", type=at_least(2), default=4,
+                        help="completions per prompt, one prompt a step (GRPO compares at least 2)")
     parser.add_argument("--max-completion-length", type=positive, default=64, help="new tokens per completion")
     parser.add_argument("--sandbox", choices=("docker", "process"), default="docker",
                         help="where the reward's envs run code (process: no Docker, no isolation)")
@@ -63,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.model / "config.json").is_file():
         print(f"trl_grpo.py: no model at {args.model}: run `make real-model` (SmolLM2-135M-Instruct, "
               "about 100 MB, into .venv) and this script with .venv/bin/python, or pass --model DIR", file=sys.stderr)
+        return 2
+    writable = next((path for path in (args.out, *args.out.parents) if path.exists()), Path("."))
+    if not writable.is_dir() or not os.access(writable, os.W_OK) or writable.resolve().is_relative_to("/proc"):
+        print(f"trl_grpo.py: cannot write --out {args.out}: {writable} is not a directory this user can write",
+              file=sys.stderr)
         return 2
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:

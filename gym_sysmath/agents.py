@@ -568,6 +568,9 @@ class PythonAgent(Agent):
     def _load(self) -> Callable[..., str]:
         if self._function is None:
             module, _, function = self.target.partition(":")
+            if module.startswith(".") or "/" in module or "\\" in module:
+                raise AgentError(f"python agent {self.target}: {module!r} is a path, not a module name: run from "
+                                 "the file's directory and name it as `python my_agent:act` (my_agent.py)")
             try:
                 loaded = importlib.import_module(module)
             except ImportError as exc:
@@ -691,14 +694,19 @@ def _describe(key: tuple[str | None, str, int]) -> str:
     return f"{'' if env_id is None else env_id + ' '}task {task_id!r} rollout {rollout}"
 
 
+#: The longest ``--name``: a label is a scoreboard column, not a description.
+MAX_LABEL = 40
+
+
 def make_agent(spec: str, argument: str | None = None, name: str | None = None, **openai_options: Any) -> Agent:
     """An agent from its ``--agent`` spec: ``reference``, ``random``, ``openai`` (with
     ``openai_options``: ``model`` and the ``OpenAIAgent`` fields), ``python:MODULE:FUNCTION``
     or ``responses:FILE`` (the part after the kind may come as ``argument`` instead).
     ``name`` (``eval --name``) is its label on the scoreboard and the progress line, for any
     kind; display only, so the logs, the fingerprint and ``--resume`` go by the agent's own name."""
-    if name is not None and (not name.strip() or not name.isprintable()):
-        raise ValueError(f"--name takes one line of printable text, got {name!r}")
+    if name is not None and (not name.strip() or not name.isprintable() or len(name) > MAX_LABEL):
+        raise ValueError(f"--name takes one line of printable text of at most {MAX_LABEL} characters, "
+                         f"got {name[:MAX_LABEL + 20]!r}")
     agent = _agent_of_kind(spec, argument, openai_options)
     if name is not None:
         object.__setattr__(agent, "given_label", name.strip())  # frozen dataclass agents too

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import math
 import os
 import re
 import sys
@@ -70,6 +71,17 @@ def _at_least(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse ``type``: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text}")
+    return value
 
 
 def _port(text: str) -> int:
@@ -348,6 +360,8 @@ def _env_args(pairs: list[str] | None) -> dict:
             raise ValueError(f"--env-arg wants KEY=VALUE, got {pair!r}")
         try:
             kwargs[key] = json.loads(value)
+        except RecursionError:
+            raise UsageError(f"--env-arg {key}: its value nests too deeply") from None
         except json.JSONDecodeError:
             kwargs[key] = value
             if value.lstrip().startswith(("[", "{")):
@@ -472,9 +486,18 @@ def _evaluate_agents(args: argparse.Namespace, agents: list[Agent], requested: l
     plans = [(agent, list(primary_ids()) if args.all else requested or list(agent.env_ids()) or list(primary_ids()))
              for agent in agents]
     _check_env_args(list(dict.fromkeys(env_id for _, ids in plans for env_id in ids)), make_kwargs)
+    outs = [None if args.out is None else Path(args.out) / (_slug(agent.name) if len(agents) > 1 else "")
+            for agent in agents]
+    if len(agents) > 1:  # each agent's directory checked before the first one plays (which may take hours)
+        from gym_sysmath.evaluation.log import check_can_open, run_fingerprint
+
+        for (agent, ids), out in zip(plans, outs, strict=True):
+            if out is not None:
+                check_can_open(out, run_fingerprint(ids, agent, rollouts=args.r, seed=args.seed,
+                                                    make_kwargs=make_kwargs), resume=args.resume,
+                               overwrite=args.overwrite)
     runs: list[EvalRun] = []
-    for agent, ids in plans:
-        out = None if args.out is None else Path(args.out) / (_slug(agent.name) if len(agents) > 1 else "")
+    for (agent, ids), out in zip(plans, outs, strict=True):
         runs.append(evaluate(ids, agent, n=args.n, rollouts=args.r, seed=args.seed, concurrency=args.c,
                              out=out, resume=args.resume, overwrite=args.overwrite, make_kwargs=make_kwargs,
                              ray=ray, progress=not args.quiet))
@@ -557,7 +580,12 @@ def _eval(args: argparse.Namespace) -> int:
         if ray is not None:  # one connection for every agent
             from gym_sysmath.integrations.ray_rollouts import connect
 
-            stack.callback(_disconnect, connect(None if ray is True else ray))
+            try:
+                stack.callback(_disconnect, connect(None if ray is True else ray))
+            except (RuntimeError, ConnectionError) as exc:  # Ray's words for an address it cannot join
+                raise UsageError(f"--ray {ray if ray is not True else ''}: cannot join the cluster "
+                                 f"({one_line(str(exc))[:200]}); give a Ray address as host:port or ray://host:port,"
+                                 f" or --ray alone for a local instance") from None
         runs = _evaluate_agents(args, agents, requested, make_kwargs, ray)
     except (AgentError, EvalError, ValueError, ImportError, UsageError) as exc:
         print(f"gym-sysmath: {one_line(str(exc))}", file=sys.stderr)
@@ -627,7 +655,11 @@ def _check_writable_file(command: str, out: str) -> None:
 
 def _check_writable_dir(out: str) -> None:
     """Refuse an ``--out`` no run could write, before any env is made: under a file, or where
-    this user may not create it (root may anywhere: its failures are caught when they happen)."""
+    this user may not create it (root may anywhere: its failures are caught when they happen);
+    and ``''`` (an unset variable) or ``-`` (stdout, for ``export``), which name no directory."""
+    if out.strip() in ("", "-"):
+        raise UsageError(f"--out {out!r} names no directory: eval writes results.jsonl, summary.json and "
+                         f"run.json into a directory, e.g. --out runs/first")
     path = Path(out)
     existing = next((candidate for candidate in (path, *path.parents) if candidate.exists()), Path("."))
     if existing == path and not path.is_dir():
@@ -682,6 +714,13 @@ def _report(args: argparse.Namespace) -> int:
 
     if args.out is not None:
         _check_writable_file("report", args.out)
+    run_dir = Path(args.run_dir)
+    runs = sorted(str(log.parent) for log in run_dir.glob("*/results.jsonl")) if run_dir.is_dir() else []
+    if runs and not (run_dir / "results.jsonl").exists():  # eval --out DIR with several agents
+        shown = " ".join(runs[:4]) + (" ..." if len(runs) > 4 else "")
+        print(f"gym-sysmath: report: {run_dir} holds one run per agent: report each, e.g. gym-sysmath report "
+              f"{runs[0]} (runs: {shown})", file=sys.stderr)
+        return 2
     try:
         path = write_report(args.run_dir, args.out)
     except OSError as exc:  # no results.jsonl there (its own message), or a file it could not read or write
@@ -783,7 +822,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--split", choices=["eval", "train"], default="eval")
     export.add_argument("-n", type=_at_least(1), default=None,
                         help="tasks (eval: the ones eval -n picks; train: default 100)")
-    export.add_argument("--seed", type=int, default=0)
+    export.add_argument("--seed", type=_at_least(0), default=0)
     export.add_argument("--out", required=True, help="the JSONL file to write ('-' for stdout)")
     export.add_argument("--with-answers", action="store_true",
                         help="include each task's key and reference action (off by default)")
@@ -822,7 +861,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("-c", type=_at_least(1), default=None,
                             help="episodes in flight (default: the sandbox pool size, for --agent openai its "
                                  "--model-concurrency; with --ray, cluster CPUs)")
-    evaluation.add_argument("--seed", type=int, default=0)
+    evaluation.add_argument("--seed", type=_at_least(0), default=0)
     evaluation.add_argument("--out", help="directory for results.jsonl, summary.json and breakdowns.png "
                                           "(one subdirectory per agent when several)")
     evaluation.add_argument("--resume", action="store_true",
@@ -854,9 +893,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--choices-per-request", type=int, metavar="K",
                       help="the request's n: K rollouts of a task share their first turn's request (-r K; "
                            "a server that ignores n is asked once per rollout)")
-    chat.add_argument("--request-timeout", type=float, default=600.0,
+    chat.add_argument("--request-timeout", type=_seconds, default=600.0,
                       help="seconds to wait for each attempt's reply (default 600); a retry is logged in the turn")
-    chat.add_argument("--connect-timeout", type=float, default=10.0,
+    chat.add_argument("--connect-timeout", type=_seconds, default=10.0,
                       help="seconds to wait for a connection; the endpoint is checked before any episode (default 10)")
     chat.add_argument("--retries", type=int, default=3,
                       help="extra attempts after a refused connection, a timeout, HTTP 408, 409, 429 or 5xx, "

@@ -9,13 +9,15 @@ import argparse
 import importlib
 import importlib.util
 import os
+import sys
 
 
 def build_verify(args: argparse.Namespace) -> int:
     """The default verifier: the family's task folder's ``build.py --verify``
     (``gym_sysmath.tasks.<family>.build``), which rebuilds every key by an independent route."""
     if args.primitive:
-        raise SystemExit(f"--primitive applies to compgeom only, not {args.family}")
+        print(f"gym-sysmath verify: --primitive applies to compgeom only, not {args.family}", file=sys.stderr)
+        return 2
     module = f"gym_sysmath.tasks.{args.family}.build"
     try:
         found = importlib.util.find_spec(module) is not None

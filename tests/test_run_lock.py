@@ -173,3 +173,49 @@ def test_an_overwritten_run_counts_only_its_own_time(tmp_path):
         assert len((run / "sessions.jsonl").read_text().splitlines()) == 1
     assert eval_cli(run, "--resume") == 0
     assert json.loads((run / "summary.json").read_text())["time"]["sessions"] == 2
+
+
+def test_a_planted_lock_link_is_refused_and_its_target_left_alone(tmp_path, capsys):
+    """A run directory copied or unpacked with ``eval.lock`` a link to another file: the eval
+    refuses it in one line and never truncates or writes the file it points to."""
+    run, victim = tmp_path / "run", tmp_path / "precious.txt"
+    run.mkdir()
+    victim.write_text("precious data\n")
+    (run / RUN_LOCK).symlink_to(victim)
+    assert eval_cli(run) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{run / RUN_LOCK} is a symbolic link" in err
+    assert victim.read_text() == "precious data\n" and (run / RUN_LOCK).is_symlink()
+
+
+@contextlib.contextmanager
+def holding(directory: Path) -> Iterator[subprocess.Popen]:
+    """Another process holding ``directory``'s lock while the block runs."""
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(directory)], cwd=REPO, text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "held\n"
+        yield process
+    finally:
+        process.kill()
+        process.wait(30)
+
+
+@pytest.mark.parametrize("occupied", ["a log without --resume", "another run's log to resume", "another writer"])
+def test_several_agents_check_every_directory_before_the_first_plays(tmp_path, capsys, occupied):
+    """``--agent reference --agent random --out DIR``: when ``DIR/random`` cannot be opened, the
+    eval stops before the reference agent plays (an LLM agent may play for hours first)."""
+    run = tmp_path / "run"
+    assert main(["eval", LINALG, "--agent", "random", "-n", "2", "--out", str(run / "random"), "--quiet",
+                 "--sandbox", "process"]) == 0
+    flags = {"a log without --resume": [], "another run's log to resume": ["--resume", "--seed", "7"],
+             "another writer": ["--overwrite"]}[occupied]
+    before = snapshot(run / "random")
+    with holding(run / "random") if occupied == "another writer" else contextlib.nullcontext():
+        code = main(["eval", LINALG, "--agent", "reference", "--agent", "random", "-n", "2", "--out", str(run),
+                     "--quiet", "--sandbox", "process", *flags])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(run / "random") in err
+    assert not (run / "reference").exists()
+    assert snapshot(run / "random") == before

@@ -69,7 +69,11 @@ def run_eval(tmp_path: Path, script, *args: str) -> tuple[int, dict]:
     (by_seed, ["-r", "3", "--temperature", "1"], {"tasks": 0, "of": 2, "temperature": 1.0}),
     (same_every_time, ["-r", "3", "--temperature", "0"], None),
     (same_every_time, ["-r", "1", "--temperature", "0.7"], None),
-], ids=["identical-at-0.7", "identical-at-server-default", "one-task-identical", "sampled", "greedy", "one-rollout"])
+    (same_every_time, ["-r", "3", "--temperature", "0.7", "--extra-body", '{"top_k": 1}'], None),
+    (same_every_time, ["-r", "3", "--extra-body", '{"temperature": "0"}'], None),
+    (same_every_time, ["-r", "3", "--extra-body", '{"do_sample": false}'], None),
+], ids=["identical-at-0.7", "identical-at-server-default", "one-task-identical", "sampled", "greedy", "one-rollout",
+        "greedy-by-top-k", "greedy-by-a-string-temperature", "greedy-by-do-sample"])
 def test_identical_rollouts_are_counted_and_warned_of_only_when_sampling_was_asked(tmp_path, capsys, script, args,
                                                                                   found):
     rc, summary = run_eval(tmp_path, script, *args)
@@ -81,7 +85,8 @@ def test_identical_rollouts_are_counted_and_warned_of_only_when_sampling_was_ask
         temperature = found["temperature"]
         at = "the server's default temperature" if temperature is None else f"temperature {temperature}"
         assert note.startswith(f"note: {found['tasks']} of 2 tasks got byte-identical replies in every rollout at {at}")
-        assert "may not be sampling" in note and "docs/evaluation.md" in note
+        likely = "is likely not sampling" if found["tasks"] == found["of"] else "can repeat by chance"
+        assert likely in note and "docs/evaluation.md" in note
     else:
         assert notes == []
 

@@ -17,11 +17,13 @@ counted: rows for a key that already had a row, other than the replay of a ``fai
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import inspect
 import json
 import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -118,7 +120,11 @@ def _take(out_dir: Path) -> int:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            # never through a link: a planted eval.lock -> some file would be truncated and overwritten
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise EvalError(f"{path} is not a regular file: remove it, or use another --out")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -137,6 +143,8 @@ def _take(out_dir: Path) -> int:
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode())
         return fd
     except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symbolic link
+            raise EvalError(f"{path} is a symbolic link: remove it, or use another --out") from None
         raise EvalError(f"cannot write --out {out_dir}: {exc.strerror or exc}; choose a directory you can write"
                         ) from exc
 
@@ -209,20 +217,52 @@ def bind_run_header(log: ResultsLog, fingerprint: Mapping[str, Any]) -> None:
                                         indent=2, sort_keys=True) + "\n", encoding="utf-8")
         temporary.replace(header)
         return
+    _check_header(log.path, fingerprint)
+
+
+def _check_header(path: Path, fingerprint: Mapping[str, Any]) -> None:
+    """Raise ``EvalError`` unless ``run.json`` beside the log ``path`` (which holds samples)
+    holds ``fingerprint``, naming what differs."""
+    header = path.with_name(RUN_HEADER)
     advice = "use another --out, or --overwrite to start it again"
     try:
         logged = json.loads(header.read_text(encoding="utf-8"))["fingerprint"]
         if not isinstance(logged, dict):
             raise TypeError("fingerprint is not an object")
     except FileNotFoundError as exc:
-        raise EvalError(f"{log.path} has no {RUN_HEADER} beside it, so nothing shows which run wrote it; "
+        raise EvalError(f"{path} has no {RUN_HEADER} beside it, so nothing shows which run wrote it; "
                         f"{advice}") from exc
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise EvalError(f"{header} is unreadable ({exc}); {advice}") from exc
     differences = _differences(logged, fingerprint)
     if differences:
-        raise EvalError(f"{log.path} was written by another run; " + "; ".join(differences) + f". To resume, "
+        raise EvalError(f"{path} was written by another run; " + "; ".join(differences) + f". To resume, "
                         f"run it as it was first run, or {advice}")
+
+
+def check_can_open(out_dir: Path, fingerprint: Mapping[str, Any], *, resume: bool, overwrite: bool) -> None:
+    """Raise ``EvalError`` for what opening ``out_dir`` for this run would refuse (another eval
+    writing it, a log there without ``resume`` or ``overwrite``, another run's log to resume),
+    writing nothing: an eval of several agents checks every agent's directory before the first plays."""
+    lock = out_dir / RUN_LOCK
+    if lock.is_file() and not lock.is_symlink():
+        with contextlib.suppress(OSError):
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise EvalError(f"{out_dir} is being written by another eval ({_holder(fd)}); wait for it to end or "
+                                "use another --out") from None
+            finally:
+                os.close(fd)  # closing releases the probe's shared lock
+    path = out_dir / "results.jsonl"
+    if not (path.is_file() and path.stat().st_size):
+        return
+    if not resume and not overwrite:
+        raise EvalError(f"{path} exists: pass --resume to continue it, --overwrite to replace it, "
+                        "or choose another --out")
+    if resume:
+        _check_header(path, fingerprint)
 
 
 def record_session(out_dir: Path, seconds: float, logged: int, interrupted: bool) -> None:

@@ -86,9 +86,26 @@ def _sampled_temperature(result: SampleResult) -> tuple[bool, Any]:
     above 0."""
     if not result.turns or not all(isinstance(turn.get("request"), Mapping) for turn in result.turns):
         return False, None
-    temperature = result.turns[0]["request"].get("temperature")
-    greedy = isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature <= 0
-    return not greedy, temperature
+    request = result.turns[0]["request"]
+    return not _asks_greedy(request), request.get("temperature")
+
+
+def _number(value: Any) -> float | None:
+    """A request field as a number (``--extra-body`` may send ``"0"``), else ``None``."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _asks_greedy(request: Mapping[str, Any]) -> bool:
+    """Whether a request asks for one reply whatever the seed: temperature 0 (or below), top_k 1,
+    top_p 0 or ``do_sample: false`` (any of them through ``--extra-body`` too)."""
+    temperature, top_k, top_p = (_number(request.get(key)) for key in ("temperature", "top_k", "top_p"))
+    return ((temperature is not None and temperature <= 0) or top_k == 1 or (top_p is not None and top_p <= 0)
+            or request.get("do_sample") is False)
 
 
 def identical_rollouts(results: Iterable[SampleResult]) -> dict[str, Any] | None:
@@ -120,8 +137,10 @@ def identical_rollouts_note(summary: Mapping[str, Any]) -> str | None:
     temperature = found.get("temperature")
     at = "the server's default temperature (none sent)" if temperature is None else f"temperature {temperature}"
     rollouts = (summary.get("config") or {}).get("rollouts") or "r"
-    return (f"{found['tasks']} of {found['of']} tasks got byte-identical replies in every rollout at {at}: the "
-            f"server may not be sampling, and pass@{rollouts} is then pass@1; check that it honours temperature "
+    likely = ("the server is likely not sampling" if found["tasks"] == found["of"] else
+              "a short reply can repeat by chance, but if most do, the server may not be sampling")
+    return (f"{found['tasks']} of {found['of']} tasks got byte-identical replies in every rollout at {at}: "
+            f"{likely}, and pass@{rollouts} is then pass@1; check that it honours temperature "
             "and the request's seed (transformers serve samples only when the model's generation_config.json says "
             "do_sample: true; see docs/evaluation.md)")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -190,7 +191,9 @@ def page_data(run_dir: str | Path) -> dict[str, Any]:
         record["actions"] = [text_index(action) for action in record["actions"]]
         record["replies"] = observations[1:]
         samples.append(record)
-    return {"run_dir": str(run_dir), "header": _read_json(run_dir / RUN_HEADER), "summary": summary,
+    # a directory name that is not UTF-8 (its undecodable bytes are surrogates in str) shows with U+FFFD
+    shown_dir = os.fsencode(run_dir).decode("utf-8", errors="replace")
+    return {"run_dir": shown_dir, "header": _read_json(run_dir / RUN_HEADER), "summary": summary,
             "notes": [text for text in (identical_rollouts_note(summary), note, repeated) if text],
             "tasks": _tasks(results), "samples": samples, "texts": [markup(text) for text in texts]}
 
