@@ -293,11 +293,16 @@ def test_a_redirect_is_refused_so_the_key_stays_on_its_host(tmp_path, monkeypatc
     (["--rpm", "0"], "--rpm above 0"),
     (["--choices-per-request", "0"], "--choices-per-request must be at least 1"),
     (["--retries", "-1"], "--retries must be >= 0"),
-    (["--request-timeout", "0"], "the timeouts above 0"),
+    (["--request-timeout", "0"], "--request-timeout: must be a finite number of seconds above 0"),
+    (["--connect-timeout", "nan"], "--connect-timeout: must be a finite number of seconds above 0"),
 ])
 def test_a_bad_request_setting_is_one_line_before_any_request(tmp_path, capsys, args, says):
     with ChatServer() as server:
-        assert eval_cli(server, tmp_path / "run", "-n", "1", *args) == 2
+        try:
+            code = eval_cli(server, tmp_path / "run", "-n", "1", *args)
+        except SystemExit as refused:  # argparse's own refusal of a value its type rejects
+            code = refused.code
+        assert code == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1 and server.requests == []
 
