@@ -113,6 +113,12 @@ def _holder(fd: int) -> str:
         return "its holder is still starting"
 
 
+def _busy(out_dir: Path, fd: int) -> EvalError:
+    """The refusal of a directory another eval holds, naming the holder from its lock file ``fd``."""
+    return EvalError(f"{out_dir} is being written by another eval ({_holder(fd)}); wait for it to end or use "
+                     "another --out")
+
+
 def _take(out_dir: Path) -> int:
     """The locked lock file's descriptor, with this process written in it; ``EvalError`` naming
     the holder when another eval holds it, or saying the directory cannot be written."""
@@ -128,10 +134,9 @@ def _take(out_dir: Path) -> int:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _holder(fd)
+                busy = _busy(out_dir, fd)
                 os.close(fd)
-                raise EvalError(f"{out_dir} is being written by another eval ({holder}); wait for it to end or "
-                                "use another --out") from None
+                raise busy from None
             except BaseException:
                 os.close(fd)
                 raise
@@ -251,8 +256,7 @@ def check_can_open(out_dir: Path, fingerprint: Mapping[str, Any], *, resume: boo
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise EvalError(f"{out_dir} is being written by another eval ({_holder(fd)}); wait for it to end or "
-                                "use another --out") from None
+                raise _busy(out_dir, fd) from None
             finally:
                 os.close(fd)  # closing releases the probe's shared lock
     path = out_dir / "results.jsonl"
