@@ -42,7 +42,7 @@ from gym_sysmath.sandbox import (
     Sandbox,
     SandboxError,
 )
-from gym_sysmath.sandbox.pool import BACKENDS, SandboxHold
+from gym_sysmath.sandbox.pool import BACKENDS, NO_SANDBOX, SandboxHold
 from gym_sysmath.spaces import SysmathText, text_space
 from gym_sysmath.task_sets import TaskSet, TaskSetError, installed, require, require_served
 from gym_sysmath.terminal import escape_controls
@@ -207,7 +207,8 @@ class SysmathEnv(gym.Env[str, str], metaclass=_TakesTaskSet):
             raise TypeError(f"max_turns must be a whole number, got {max_turns!r}")
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
-        if sandbox not in BACKENDS:  # checked here though an answer-only family never takes one: no silent typo
+        # Checked here though an answer-only family never takes one: no silent typo.
+        if sandbox not in BACKENDS and sandbox != NO_SANDBOX:
             raise ValueError(str(unknown_name("sandbox", sandbox, BACKENDS)))
         if pool_size is not None and (isinstance(pool_size, bool) or not isinstance(pool_size, (int, np.integer))
                                       or pool_size < 1):

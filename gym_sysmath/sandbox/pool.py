@@ -43,6 +43,9 @@ from gym_sysmath.sandbox.workers import ContainerSettings, DockerWorker, Process
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("docker", "process")
+#: A backend an env accepts but no pool starts: code run under it is a scoring error. The
+#: task-set digest builds its envs with it, so a reply it grades can never run code.
+NO_SANDBOX = "none (the task-set digest runs no code)"
 SESSION_LIMITS = Limits(wall_s=20.0, cpu_s=20.0)  # per turn
 SESSION_LIFETIME_S = 600.0  # CPU rlimit of the session process over all its turns
 #: Clean containers kept beyond what the live rollouts hold, so a reset never waits for a purge.

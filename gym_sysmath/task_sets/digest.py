@@ -39,6 +39,7 @@ import gymnasium as gym
 
 from gym_sysmath.env import INFO_KEYS, SysmathEnv, core_env
 from gym_sysmath.families import Family
+from gym_sysmath.sandbox.pool import NO_SANDBOX
 from gym_sysmath.task_sets.probes import RULES, reply_probes
 
 #: Bump when what the digest measures changes (a part, the corpus or probes, the draws): every
@@ -54,8 +55,6 @@ TRAIN_DRAWS = 4
 #: enough that every template of a combination is drawn (csapp's cache category has six).
 DRAWS_PER_COMBINATION = {"csapp": 12, "linalg": 4}
 PARTS = ("eval_tasks", "eval_keys", "train_draws", "verdicts", "rules")
-#: A sandbox backend that does not exist: a reply the digest grades must never run code.
-NO_SANDBOX = "none (the task-set digest runs no code)"
 #: Replies every task is graded on; none holds code.
 FIXED_REPLIES = ("", "I cannot work this out.", "ANSWER: 0", "ANSWER: 1", "ANSWER: -1", "ANSWER: 0x0",
                  "ANSWER: [0, 0]", "ANSWER: yes", "ANSWER:")
