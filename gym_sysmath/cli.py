@@ -735,7 +735,19 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 class _CliLogHandler(logging.StreamHandler):
-    """The CLI's one handler on the package logger (replaced, not stacked, by each ``main``)."""
+    """The CLI's one handler on the package logger (replaced, not stacked, by each ``main``).
+
+    It writes to ``sys.stderr`` as it is when a record arrives, not as it was when ``main`` ran:
+    a pool thread may log after a caller (a notebook cell, a test's capture) swapped it and
+    closed the old one."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # StreamHandler.__init__ sets it
+        pass
 
 
 def configure_logging(level: str) -> None:
@@ -744,7 +756,7 @@ def configure_logging(level: str) -> None:
     package = logging.getLogger("gym_sysmath")
     for handler in [h for h in package.handlers if isinstance(h, _CliLogHandler)]:
         package.removeHandler(handler)
-    handler = _CliLogHandler()  # sys.stderr as it is now
+    handler = _CliLogHandler()
     verbose = logging.getLevelName(level.upper()) < logging.WARNING
     handler.setFormatter(logging.Formatter("%(asctime)s gym-sysmath %(levelname)s %(name)s: %(message)s"
                                            if verbose else "gym-sysmath: %(message)s"))

@@ -4,6 +4,7 @@ missing daemon or image fails the run instead of skipping it."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -17,6 +18,17 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 #: test parametrized over the registry runs on them too: ``tests/test_family_plugin.py`` runs the
 #: generic tests so on its example family, and a plug-in's author can do the same.
 EXTRA_FAMILIES = os.environ.get("GYM_SYSMATH_TEST_FAMILIES", "").split()
+
+
+@pytest.fixture(autouse=True)
+def package_logging_restored():
+    """A test that runs ``main`` in-process leaves the CLI's handler and level on the package
+    logger; they are put back, so its debug records never reach a later test's stderr."""
+    package = logging.getLogger("gym_sysmath")
+    level, handlers = package.level, list(package.handlers)
+    yield
+    package.handlers[:] = handlers
+    package.setLevel(level)
 
 
 def pytest_configure(config: pytest.Config) -> None:

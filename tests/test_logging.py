@@ -4,14 +4,16 @@ and configures no handler but a NullHandler; the CLI shows them at ``--log-level
 from __future__ import annotations
 
 import ast
+import io
 import logging
+import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
 import gym_sysmath
-from gym_sysmath.cli import main
+from gym_sysmath.cli import configure_logging, main
 from gym_sysmath.sandbox import Job, Limits, Sandbox
 
 PACKAGE = Path(gym_sysmath.__file__).resolve().parent
@@ -84,3 +86,17 @@ def test_the_default_log_level_keeps_stderr_quiet_on_a_clean_run(tmp_path, capsy
     assert main(["--log-level", "debug", "list"]) == 0
     with pytest.raises(SystemExit):
         main(["--log-level", "loud", "list"])
+
+
+def test_a_pool_thread_logging_after_the_callers_stderr_was_swapped_and_closed_reaches_the_new_one(monkeypatch):
+    """A notebook cell or a test's capture swaps sys.stderr and closes the old one; a container
+    purged later in a pool thread must not print logging's 'I/O operation on closed file'."""
+    first = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    configure_logging("debug")  # the conftest puts the package logger back afterwards
+    first.close()
+    second = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", second)
+    logging.getLogger("gym_sysmath.sandbox.pool").debug("sandbox process: purged process 1 for reuse")
+    lines = second.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("purged process 1 for reuse"), lines
